@@ -1,0 +1,59 @@
+// init_process_group: rendezvous of the job's processes into the default ProcessGroup.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "lockstep/group/process_group.h"
+#include "lockstep/store/store.h"
+
+namespace lockstep {
+
+struct InitOptions {
+  // "auto" (the best backend for where the ranks are; today tcp) or "tcp".
+  std::string backend = "auto";
+  // "env://"  MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE (or Slurm / Open MPI variables);
+  // "tcp://host:port"  with rank and world_size set here or in RANK / WORLD_SIZE;
+  // "file:///path"  a FileStore on a shared filesystem.
+  // Ignored when store is set.
+  std::string init_method = "env://";
+  int rank = -1;        // -1: from the environment
+  int world_size = -1;  // -1: from the environment
+  // An existing store (e.g. a HashStore shared by threads); rank and world_size are then required.
+  std::shared_ptr<Store> store;
+  // Deadline of the rendezvous and default timeout of every op. Default: LOCKSTEP_TIMEOUT.
+  std::optional<std::chrono::milliseconds> timeout;
+  // Name of the default group; threads sharing one store as separate jobs need distinct names.
+  std::string group_name = "default";
+};
+
+// Joins the job and returns its default group. Collective over all world_size processes.
+// Errors: ConfigError naming every missing or malformed variable at once (with the launcher
+// command that sets them); TimeoutError naming the address tried and the last socket error when
+// the store cannot be reached; NetworkError naming the port when MASTER_PORT is taken.
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options = {});
+
+// Where this process sits in the job, as read from the environment.
+struct EnvRendezvous {
+  int rank = -1;
+  int world_size = -1;
+  int local_rank = -1;        // -1: unknown
+  int local_world_size = -1;  // -1: unknown
+  std::string master_addr;    // empty when not needed (file://, explicit store)
+  int master_port = -1;
+  std::string source;         // "RANK/WORLD_SIZE", "Slurm", "Open MPI" or "options"
+};
+
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+
+// Reads rank, world size and master address for init_method from `lookup` (the environment by
+// default), preferring options' explicit values, then RANK/WORLD_SIZE, then Slurm, then Open MPI.
+// Throws one ConfigError that names every missing or malformed variable.
+EnvRendezvous read_rendezvous(const InitOptions& options, const EnvLookup& lookup);
+EnvLookup process_env();
+
+}  // namespace lockstep

@@ -1,0 +1,135 @@
+// ProcessGroup: a set of ranks that run collectives together.
+//
+// Collective contract: every member calls the same collectives in the same order, with matching
+// arguments (the same count, dtype, root and reduce op; for _v variants the same counts array).
+// A rank that breaks this gets a MismatchError naming both ranks and both calls, never garbage.
+//
+// Asynchrony: each call validates its arguments on the calling thread (throwing InvalidArgument
+// before any communication, leaving the group usable), then queues the op and returns a Work.
+// Ops run on the group's progress thread in issue order. Buffers must stay valid and untouched
+// until the Work completes.
+//
+// Failure: a peer that dies, closes its connection or disagrees about an op fails the op with
+// NetworkError or MismatchError naming it. After such an error the group is broken: queued and
+// later ops fail at once with an error that repeats the original cause.
+//
+// Thread-safety: calls may come from several threads, but all ranks must agree on the order, so
+// in practice one thread issues the collectives of a group.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lockstep/core/buffer.h"
+#include "lockstep/group/options.h"
+#include "lockstep/group/work.h"
+#include "lockstep/store/store.h"
+
+namespace lockstep {
+
+class Backend;
+class ProgressQueue;
+struct Op;
+
+// What a group is made of. Filled in by init_process_group and new_group.
+struct GroupConfig {
+  std::string name;                   // unique in the job: "default", "default/1", ...
+  int rank = 0;                       // this process's rank in the group
+  int size = 1;                       // number of members
+  std::vector<int> global_ranks;      // member i's rank in the default group
+  std::shared_ptr<Store> store;       // the job's store (groups scope their keys by name)
+  std::string backend = "auto";       // "auto" or "tcp"
+  std::chrono::milliseconds timeout{300'000};
+  std::string advertise_address;      // address peers use to connect to this process
+  std::string hostname;               // this host's name, for error messages
+};
+
+struct NewGroupOptions {
+  std::string backend;  // empty: the parent's backend
+  std::chrono::milliseconds timeout = kGroupTimeout;
+};
+
+class ProcessGroup {
+ public:
+  // Connects to every member through config.store. Collective over the members. Prefer
+  // init_process_group() and new_group().
+  explicit ProcessGroup(GroupConfig config);
+  // Waits for queued ops to finish (each within its own deadline), then says goodbye to the peers.
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return config_.rank; }
+  int size() const { return config_.size; }
+  const std::string& name() const { return config_.name; }
+  // The backend in use ("tcp", ...), never "auto".
+  const std::string& backend_name() const;
+  const GroupConfig& config() const { return config_; }
+
+  // Sends root's buffer to every rank's buffer.
+  WorkPtr broadcast(BufferView buffer, const BroadcastOptions& options = {});
+  // Reduces every rank's buffer elementwise; every rank gets the result (in place).
+  WorkPtr all_reduce(BufferView buffer, const AllReduceOptions& options = {});
+  // Out of place: output gets the reduction of every rank's input; input is untouched.
+  WorkPtr all_reduce(ConstBufferView input, BufferView output, const AllReduceOptions& options = {});
+  // Like all_reduce, but only root's output gets the result. Non-root outputs are untouched
+  // (and may be empty views). In place: pass the same buffer twice.
+  WorkPtr reduce(ConstBufferView input, BufferView output, const ReduceOptions& options = {});
+  // output = concatenation of every rank's input, in rank order; output.count = size * input.count.
+  // In place: input may be this rank's slot of output.
+  WorkPtr all_gather(ConstBufferView input, BufferView output, const AllGatherOptions& options = {});
+  // Uneven all_gather: counts[r] elements from rank r; input.count == counts[rank];
+  // output.count == sum(counts).
+  WorkPtr all_gather_v(ConstBufferView input, BufferView output, std::span<const size_t> counts,
+                       const AllGatherOptions& options = {});
+  // root's output = concatenation of every rank's input. Non-root outputs are ignored.
+  WorkPtr gather(ConstBufferView input, BufferView output, const GatherOptions& options = {});
+  WorkPtr gather_v(ConstBufferView input, BufferView output, std::span<const size_t> counts,
+                   const GatherOptions& options = {});
+  // Rank r's output = slot r of root's input. Non-root inputs are ignored.
+  WorkPtr scatter(ConstBufferView input, BufferView output, const ScatterOptions& options = {});
+  WorkPtr scatter_v(ConstBufferView input, BufferView output, std::span<const size_t> counts,
+                    const ScatterOptions& options = {});
+  // Reduces every rank's input (size * output.count elements); rank r's output gets slot r.
+  WorkPtr reduce_scatter(ConstBufferView input, BufferView output,
+                         const ReduceScatterOptions& options = {});
+  // Uneven: input.count == sum(counts); output.count == counts[rank].
+  WorkPtr reduce_scatter_v(ConstBufferView input, BufferView output, std::span<const size_t> counts,
+                           const ReduceScatterOptions& options = {});
+  // Slot j of rank i's input goes to slot i of rank j's output. Both are size * k elements.
+  WorkPtr all_to_all(ConstBufferView input, BufferView output, const AllToAllOptions& options = {});
+  // send_counts[j] elements go to rank j; recv_counts[i] come from rank i. Every pair must agree:
+  // rank i's send_counts[j] == rank j's recv_counts[i].
+  WorkPtr all_to_all_v(ConstBufferView input, std::span<const size_t> send_counts, BufferView output,
+                       std::span<const size_t> recv_counts, const AllToAllOptions& options = {});
+  // Completes once every rank has entered it.
+  WorkPtr barrier(const BarrierOptions& options = {});
+  // Point to point. Per pair of ranks, sends and recvs match in issue order and must agree on the
+  // tag and size. Not collective.
+  WorkPtr send(ConstBufferView input, int dst, const P2POptions& options = {});
+  WorkPtr recv(BufferView output, int src, const P2POptions& options = {});
+
+  // A subgroup of `ranks` (ranks of this group, distinct, any order). Member i of the subgroup is
+  // the i-th smallest of them. Collective over this whole group: every rank calls it, in the same
+  // order relative to other new_group calls, with the same ranks. Returns null on non-members.
+  std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks,
+                                          const NewGroupOptions& options = {});
+
+ private:
+  // Numbers op (collective or per-pair p2p sequence), sets its deadline and queues it.
+  WorkPtr enqueue(Op op, std::chrono::milliseconds timeout);
+
+  GroupConfig config_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<ProgressQueue> queue_;
+  std::mutex issue_mu_;  // numbering and queueing are one step, so queue order = number order
+  uint64_t seq_ = 0;
+  uint64_t subgroups_ = 0;
+  std::vector<uint64_t> send_seq_, recv_seq_;
+};
+
+}  // namespace lockstep

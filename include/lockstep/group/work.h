@@ -1,0 +1,44 @@
+// Work: the handle every collective returns. The op runs on the group's progress thread; the
+// caller overlaps its own work and then waits.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace lockstep {
+
+class Work {
+ public:
+  static constexpr std::chrono::milliseconds kOpTimeout{-1};
+
+  explicit Work(std::string description) : description_(std::move(description)) {}
+
+  // Whether the op has finished, successfully or not. Never blocks.
+  bool is_completed() const;
+  // Blocks until the op finishes and rethrows its error, if any. With a timeout other than
+  // kOpTimeout, throws TimeoutError when the op has not finished by then (the op itself goes on
+  // until its own deadline). kOpTimeout waits as long as the op's own deadline allows.
+  void wait(std::chrono::milliseconds timeout = kOpTimeout);
+  // The op's error once it has failed; null while running or after success.
+  std::exception_ptr exception() const;
+  // "all_reduce #12 (f32 x 1000, sum)".
+  const std::string& description() const { return description_; }
+
+  // Called once by the progress thread.
+  void complete(std::exception_ptr error = nullptr);
+
+ private:
+  std::string description_;
+  mutable std::mutex mu_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+using WorkPtr = std::shared_ptr<Work>;
+
+}  // namespace lockstep

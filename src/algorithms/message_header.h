@@ -1,0 +1,72 @@
+// MessageHeader: the fixed 48-byte prefix of every message on a data connection.
+//
+// A data frame carries the identity of the op its sender is running (kind, sequence number,
+// dtype, reduce op, root, tag, algorithm, the bytes every rank must agree on and a checksum of a
+// _v counts array) and the size of the payload that follows. A receiver builds the header it
+// expects from its own op and compares the two before it touches a payload byte, so that ranks
+// that disagree about a collective fail with a MismatchError naming both ranks and both values
+// instead of reading each other's bytes as data.
+//
+// Abort and bye frames end a connection: abort carries the sender's error (class and text) as its
+// payload, bye says the sender's group was destroyed in an orderly way.
+//
+// Byte order: host order; every rank of a job runs on little-endian machines.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "group/op.h"
+
+namespace lockstep {
+
+inline constexpr uint32_t kMessageMagic = 0x4C4B5350;  // "LKSP"
+
+enum class FrameType : uint8_t { data = 1, abort = 2, bye = 3 };
+
+// The error class an abort frame carries, so that the cause keeps its type on every rank.
+enum class ErrorClass : uint8_t { other = 0, network = 1, mismatch = 2, timeout = 3 };
+
+struct MessageHeader {
+  uint32_t magic = kMessageMagic;
+  FrameType frame = FrameType::data;
+  OpKind kind = OpKind::barrier;
+  DType dtype = DType::f32;
+  ReduceOp reduce_op = ReduceOp::sum;
+  uint8_t variable = 0;
+  Algorithm algorithm = Algorithm::automatic;
+  uint16_t reserved = 0;
+  int32_t root = 0;
+  uint32_t tag = 0;
+  uint32_t counts_checksum = 0;
+  uint64_t seq = 0;
+  uint64_t agreed_bytes = 0;
+  uint64_t payload_bytes = 0;
+};
+static_assert(sizeof(MessageHeader) == 48, "MessageHeader is a wire format");
+
+// The header of a data message of `op` carrying payload_bytes. Fields that do not apply to the
+// op's kind (the root of an all_reduce, the reduce op of a broadcast) are zero, so they never
+// cause a mismatch. A send's header names kind send; the matching recv expects kind send too.
+MessageHeader data_header(const Op& op, uint64_t payload_bytes);
+// An abort frame's header (payload: one ErrorClass byte, then the reason text).
+MessageHeader control_header(FrameType frame, uint64_t payload_bytes);
+
+struct HeaderCheck {
+  const Op& op;       // this rank's op
+  int rank;           // this rank
+  int peer;           // the sender
+};
+
+// Compares a received data header with the one `check.op` expects for a payload of
+// expected_bytes. Returns the MismatchError text (naming both ranks, the op, both values and a
+// fix) or nothing when they agree. Never throws.
+std::optional<std::string> header_mismatch(const MessageHeader& got, uint64_t expected_bytes,
+                                           const HeaderCheck& check);
+
+// Whether the header starts a frame at all (magic and a known frame type): anything else means
+// the stream is corrupt.
+bool header_is_valid(const MessageHeader& h);
+
+}  // namespace lockstep

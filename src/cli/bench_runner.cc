@@ -1,0 +1,136 @@
+#include "cli/bench_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/bench_check.h"
+#include "cli/bench_memcpy.h"
+#include "cli/bench_ops.h"
+#include "cli/bench_table.h"
+
+namespace lockstep::cli::bench {
+namespace {
+
+// One rank's input and output memory for a whole table, sized for its largest row and written
+// once up front so that page faults never land in a timed iteration.
+struct Buffers {
+  std::unique_ptr<std::byte[]> input, output;
+};
+
+Buffers allocate_for(const OpParams& p, const std::vector<size_t>& sizes, int world_size) {
+  size_t in_bytes = 0, out_bytes = 0;
+  for (size_t s : sizes) {
+    Layout l = layout_for(p.op, s, p.dtype, world_size);
+    in_bytes = std::max(in_bytes, l.input_count * element_size(p.dtype));
+    out_bytes = std::max(out_bytes, l.output_count * element_size(p.dtype));
+  }
+  // make_unique<T[]> value-initialises: every page is touched here.
+  return Buffers{std::make_unique<std::byte[]>(std::max<size_t>(in_bytes, 1)),
+                 std::make_unique<std::byte[]>(std::max<size_t>(out_bytes, 1))};
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+// Times one row and checks it. Returns the row as every rank agrees on it.
+Row run_row(ProcessGroup& pg, const OpParams& p, const BenchOptions& options, const Layout& l,
+            Buffers& buffers) {
+  BufferView in{buffers.input.get(), l.input_count, p.dtype};
+  BufferView out{buffers.output.get(), l.output_count, p.dtype};
+  fill_for_check(p, pg.rank(), in, out);
+  const int iters = iterations_for(options, l.bytes);
+  for (int i = warmup_for(options, l.bytes); i > 0; --i) run_op(pg, p, in, out);
+  // results[i]: this rank's time of iteration i in us; results[iters]: its wrong elements.
+  std::vector<double> results(static_cast<size_t>(iters) + 1, 0.0);
+  for (int i = 0; i < iters; ++i) {
+    pg.barrier()->wait();
+    auto start = std::chrono::steady_clock::now();
+    run_op(pg, p, in, out);
+    auto stop = std::chrono::steady_clock::now();
+    results[static_cast<size_t>(i)] = std::chrono::duration<double, std::micro>(stop - start).count();
+  }
+  if (options.check) {
+    fill_for_check(p, pg.rank(), in, out);
+    pg.barrier()->wait();
+    run_op(pg, p, in, out);
+    results.back() = static_cast<double>(count_wrong(p, pg.rank(), pg.size(), out));
+  }
+  // The slowest rank's time per iteration, and the worst rank's wrong count.
+  pg.all_reduce(view(results), {.op = ReduceOp::max})->wait();
+  const double wrong = results.back();
+  results.pop_back();
+  return Row{.bytes = l.bytes,
+             .count = l.count,
+             .iters = iters,
+             .median_us = median(std::move(results)),
+             .wrong = static_cast<size_t>(wrong)};
+}
+
+// One table: every size of options for one op. Returns how many rows were wrong.
+size_t run_table(ProcessGroup& pg, const OpParams& p, const BenchOptions& options,
+                 double memcpy_gbps, std::FILE* out) {
+  const bool printer = pg.rank() == 0;
+  const TableInfo info{.params = p,
+                       .backend = pg.backend_name(),
+                       .world_size = pg.size(),
+                       .check = options.check};
+  const std::vector<size_t> sizes = message_sizes(options);
+  Buffers buffers = allocate_for(p, sizes, pg.size());
+  if (printer) std::fputs(format_table_header(info).c_str(), out);
+  std::vector<Row> rows;
+  size_t previous_bytes = 0;
+  for (size_t s : sizes) {
+    Layout l = layout_for(p.op, s, p.dtype, pg.size());
+    if (l.bytes == previous_bytes) continue;  // rounding to n slots made it the same row
+    previous_bytes = l.bytes;
+    rows.push_back(run_row(pg, p, options, l, buffers));
+    if (printer) std::fputs(format_row(rows.back(), info, memcpy_gbps).c_str(), out);
+    if (printer) std::fflush(out);
+  }
+  if (printer) std::fputs(format_table_summary(rows, info, memcpy_gbps).c_str(), out);
+  return static_cast<size_t>(std::count_if(rows.begin(), rows.end(),
+                                           [](const Row& r) { return r.wrong > 0; }));
+}
+
+bool any_rooted(const std::vector<BenchOp>& ops) {
+  return std::any_of(ops.begin(), ops.end(), [](BenchOp op) {
+    return op == BenchOp::broadcast || op == BenchOp::reduce || op == BenchOp::gather ||
+           op == BenchOp::scatter;
+  });
+}
+
+}  // namespace
+
+size_t run_benchmark(ProcessGroup& pg, const BenchOptions& options, std::FILE* out) {
+  if (any_rooted(options.ops) && options.root >= pg.size())
+    throw UsageError(detail::concat("--root ", options.root, " is not a rank of this ", pg.size(),
+                                    "-rank job; use a root in [0, ", pg.size() - 1, "]"));
+  // Rank 0 measures memcpy while the others wait in a barrier, so nothing competes for memory.
+  pg.barrier()->wait();
+  MemcpyBandwidth memcpy_bw;
+  if (pg.rank() == 0) {
+    memcpy_bw = measure_memcpy();
+    std::fputs(format_memcpy_line(memcpy_bw).c_str(), out);
+  }
+  pg.barrier()->wait();
+  size_t wrong_rows = 0;
+  for (size_t i = 0; i < options.ops.size(); ++i) {
+    if (pg.rank() == 0 && i > 0) std::fputs("#\n", out);
+    const OpParams p{.op = options.ops[i],
+                     .dtype = options.dtype,
+                     .reduce_op = options.reduce_op,
+                     .root = options.root};
+    wrong_rows += run_table(pg, p, options, memcpy_bw.gbps, out);
+  }
+  std::fflush(out);
+  return wrong_rows;
+}
+
+}  // namespace lockstep::cli::bench

@@ -1,0 +1,10 @@
+// Subcommands of the `lockstep` executable. Each takes the arguments after its own name
+// (argv[0] is the subcommand) and returns the process exit code.
+#pragma once
+
+namespace lockstep::cli {
+
+int run_command(int argc, char** argv);    // lockstep run: the launcher (launcher.cc)
+int bench_command(int argc, char** argv);  // lockstep bench: collective benchmarks (bench.cc)
+
+}  // namespace lockstep::cli

@@ -1,0 +1,53 @@
+#include "lockstep/core/settings.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "lockstep/core/error.h"
+
+namespace lockstep {
+
+namespace {
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::chrono::milliseconds parse_seconds(const char* name, const char* text) {
+  char* end = nullptr;
+  double seconds = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(seconds > 0) || seconds > 1e9)
+    throw ConfigError(detail::concat(name, "='", text,
+                                     "' is not a positive number of seconds (e.g. ", name,
+                                     "=300)"));
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0));
+}
+
+DebugLevel parse_debug(const char* text) {
+  std::string v = upper(text);
+  if (v.empty() || v == "OFF" || v == "0") return DebugLevel::off;
+  if (v == "INFO") return DebugLevel::info;
+  if (v == "DETAIL") return DebugLevel::detail;
+  throw ConfigError(detail::concat("LOCKSTEP_DEBUG='", text, "' is not one of OFF, INFO, DETAIL"));
+}
+
+}  // namespace
+
+Settings parse_settings(const char* (*getenv_fn)(const char*)) {
+  Settings s;
+  if (const char* v = getenv_fn("LOCKSTEP_TIMEOUT")) s.timeout = parse_seconds("LOCKSTEP_TIMEOUT", v);
+  if (const char* v = getenv_fn("LOCKSTEP_DEBUG")) s.debug = parse_debug(v);
+  if (const char* v = getenv_fn("LOCKSTEP_SOCKET_ADDR")) s.socket_addr = v;
+  if (const char* v = getenv_fn("LOCKSTEP_TRACE_DIR"); v && *v) s.trace_dir = v;
+  return s;
+}
+
+const Settings& settings() {
+  static const Settings s = parse_settings([](const char* name) -> const char* {
+    return std::getenv(name);
+  });
+  return s;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,114 @@
+// init_process_group: opens the job's store, checks that the ranks agree on the job, and builds
+// the default group.
+#include "lockstep/group/init.h"
+
+#include <unistd.h>
+
+#include "lockstep/core/error.h"
+#include "lockstep/core/log.h"
+#include "lockstep/core/settings.h"
+#include "lockstep/store/file_store.h"
+#include "lockstep/store/hash_store.h"
+#include "lockstep/store/prefix_store.h"
+#include "lockstep/store/tcp_store.h"
+#include "net/socket.h"
+
+namespace lockstep {
+
+namespace {
+
+std::shared_ptr<Store> open_tcp_store(const EnvRendezvous& rv, const EnvLookup& env,
+                                      milliseconds timeout) {
+  // Under `lockstep run` the launcher hosts the store, so every rank is a plain client.
+  bool agent_store = env("LOCKSTEP_USE_AGENT_STORE").value_or("0") == "1";
+  bool host = rv.rank == 0 && !agent_store;
+  if (rv.master_port == 0 && !host)
+    throw ConfigError(detail::concat(
+        "init_process_group: rank ", rv.rank, " has MASTER_PORT=0, but only the process that hosts "
+        "the store (rank 0) can pick a free port; the others need the real port. Use `lockstep run "
+        "--master-port 0`, which picks one and passes it to every rank"));
+  auto store = std::make_shared<TcpStore>(TcpStoreOptions{.host = rv.master_addr,
+                                                          .port = static_cast<uint16_t>(rv.master_port),
+                                                          .is_server = host,
+                                                          .timeout = timeout});
+  if (host && rv.master_port == 0) log_info("store listening on free port ", store->port());
+  return store;
+}
+
+std::shared_ptr<Store> open_store(const InitOptions& options, const EnvRendezvous& rv,
+                                  const EnvLookup& env, milliseconds timeout) {
+  if (options.init_method.rfind("file://", 0) == 0) {
+    return std::make_shared<FileStore>(FileStoreOptions{
+        .path = options.init_method.substr(7), .world_size = rv.world_size, .timeout = timeout});
+  }
+  std::shared_ptr<Store> store = open_tcp_store(rv, env, timeout);
+  // A launcher's store outlives restarts: each attempt gets its own key space.
+  if (auto attempt = env("LOCKSTEP_RESTART_COUNT")) {
+    std::string run = env("LOCKSTEP_RUN_ID").value_or("run");
+    store = std::make_shared<PrefixStore>(run + "/attempt_" + *attempt, store);
+  }
+  return store;
+}
+
+// The address peers should use to reach this process.
+std::string advertise_address(const std::shared_ptr<Store>& store) {
+  if (!settings().socket_addr.empty()) return settings().socket_addr;
+  Store* base = store.get();
+  if (auto* prefix = dynamic_cast<PrefixStore*>(base)) base = prefix->base().get();
+  if (auto* tcp = dynamic_cast<TcpStore*>(base)) return tcp->local_address();
+  if (dynamic_cast<HashStore*>(base)) return "127.0.0.1";
+  return net::hostname();
+}
+
+// Registers this rank and waits for every other. Catches ranks that disagree on the world size,
+// two processes with the same rank, and ranks that never arrive (named at the deadline).
+void join(Store& store, const std::string& group, const EnvRendezvous& rv, milliseconds timeout) {
+  std::string prefix = group + "/init/";
+  std::string ws = std::to_string(rv.world_size);
+  std::string agreed = store.compare_set(prefix + "world_size", "", ws);
+  LOCKSTEP_ENFORCE(agreed == ws, ConfigError, "init_process_group: rank ", rv.rank,
+                   " has world size ", ws, " but another rank joined with world size ", agreed,
+                   ": every rank must use the same WORLD_SIZE");
+  std::string me = net::hostname() + " pid " + std::to_string(::getpid());
+  std::string holder = store.compare_set(prefix + "rank/" + std::to_string(rv.rank), "", me);
+  LOCKSTEP_ENFORCE(holder == me, ConfigError, "init_process_group: rank ", rv.rank,
+                   " joined twice (", holder, " and ", me,
+                   "): two processes have the same RANK. Give each process its own RANK "
+                   "(lockstep run does)");
+  std::vector<std::string> keys;
+  for (int r = 0; r < rv.world_size; ++r) keys.push_back(prefix + "rank/" + std::to_string(r));
+  try {
+    store.wait(keys, timeout);
+  } catch (const TimeoutError&) {
+    std::string missing;
+    for (int r = 0; r < rv.world_size; ++r)
+      if (!store.check({keys[static_cast<size_t>(r)]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    throw TimeoutError(detail::concat("init_process_group: ranks [", missing, "] of ",
+                                      rv.world_size, " never joined within ", timeout.count() / 1000.0,
+                                      " s. Did they start, with the same MASTER_ADDR/MASTER_PORT?"));
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
+  milliseconds timeout = options.timeout.value_or(settings().timeout);
+  EnvLookup env = process_env();
+  EnvRendezvous rv = read_rendezvous(options, env);
+  set_log_rank(rv.rank);
+  std::shared_ptr<Store> store = options.store ? options.store : open_store(options, rv, env, timeout);
+  join(*store, options.group_name, rv, timeout);
+  GroupConfig config{.name = options.group_name,
+                     .rank = rv.rank,
+                     .size = rv.world_size,
+                     .store = store,
+                     .backend = options.backend,
+                     .timeout = timeout,
+                     .advertise_address = advertise_address(store),
+                     .hostname = net::hostname()};
+  log_info("init_process_group: rank ", rv.rank, " of ", rv.world_size, " (", rv.source,
+           "), advertising ", config.advertise_address);
+  return std::make_shared<ProcessGroup>(std::move(config));
+}
+
+}  // namespace lockstep

@@ -1,0 +1,57 @@
+// Op: one validated collective or point-to-point call, as the progress thread runs it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lockstep/core/deadline.h"
+#include "lockstep/core/dtype.h"
+#include "lockstep/core/reduce_op.h"
+#include "lockstep/group/options.h"
+
+namespace lockstep {
+
+enum class OpKind : uint8_t {
+  broadcast, all_reduce, reduce, all_gather, gather, scatter, reduce_scatter, all_to_all,
+  barrier, send, recv
+};
+std::string_view op_kind_name(OpKind kind);
+
+// Normal form, so that algorithms handle one shape per kind:
+// - all_reduce, broadcast, reduce: input/output hold `count` elements each (in place: same
+//   pointer). reduce: output is only meaningful on root.
+// - all_gather, gather, scatter, reduce_scatter: `counts` has one entry per rank (uniform calls
+//   fill it with equal values); `variable` tells whether the user called the _v form.
+// - all_to_all: counts = elements sent to each rank, recv_counts = received from each rank.
+// - send/recv: peer = the other rank, count elements.
+struct Op {
+  OpKind kind = OpKind::barrier;
+  bool variable = false;
+  uint64_t seq = 0;  // collectives: the group's sequence number; send/recv: per pair and direction
+  DType dtype = DType::f32;
+  ReduceOp reduce_op = ReduceOp::sum;
+  int root = 0;      // broadcast/reduce/gather/scatter
+  int peer = -1;     // send/recv
+  uint32_t tag = 0;
+  Algorithm algorithm = Algorithm::automatic;
+  const void* input = nullptr;
+  void* output = nullptr;
+  size_t count = 0;  // all_reduce/broadcast/reduce/send/recv element count
+  std::vector<size_t> counts;
+  std::vector<size_t> recv_counts;
+  Deadline deadline{Clock::now()};
+
+  // Bytes that every rank must agree on (the header check): count*size for all_reduce-like ops,
+  // the per-rank count for uniform gathers, the total for _v forms; 0 for all_to_all and p2p.
+  uint64_t agreed_bytes() const;
+  // A checksum of counts (0 when not variable), so ranks that disagree on a _v counts array fail.
+  uint32_t counts_checksum() const;
+  // "all_reduce #12", "send #3 to rank 2".
+  std::string name() const;
+  // "all_reduce #12 (f32 x 1000, sum)".
+  std::string describe() const;
+};
+
+}  // namespace lockstep

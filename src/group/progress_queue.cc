@@ -1,0 +1,121 @@
+#include "group/progress_queue.h"
+
+#include "lockstep/core/error.h"
+#include "lockstep/core/log.h"
+
+namespace lockstep {
+
+namespace {
+
+// Throws an exception of the same lockstep type as `original`, with `message`.
+[[noreturn]] void rethrow_as(const std::exception_ptr& original, const std::string& message) {
+  try {
+    std::rethrow_exception(original);
+  } catch (const MismatchError&) {
+    throw MismatchError(message);
+  } catch (const TimeoutError&) {
+    throw TimeoutError(message);
+  } catch (const NetworkError&) {
+    throw NetworkError(message);
+  } catch (const StoreError&) {
+    throw StoreError(message);
+  } catch (...) {
+    throw Error(message);
+  }
+}
+
+std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+}  // namespace
+
+ProgressQueue::ProgressQueue(Backend& backend) : backend_(backend) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+ProgressQueue::~ProgressQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+WorkPtr ProgressQueue::push(Op op) {
+  auto work = std::make_shared<Work>(op.describe());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.emplace_back(std::move(op), work);
+  }
+  wake_.notify_one();
+  return work;
+}
+
+void ProgressQueue::drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [&] { return queue_.empty() && !running_op_; });
+}
+
+bool ProgressQueue::broken() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return broken_ != nullptr;
+}
+
+void ProgressQueue::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stop_ and nothing left
+    auto [op, work] = std::move(queue_.front());
+    queue_.pop_front();
+    running_op_ = true;
+    lock.unlock();
+    run_one(op, *work);
+    lock.lock();
+    running_op_ = false;
+    if (queue_.empty()) idle_.notify_all();
+  }
+}
+
+void ProgressQueue::run_one(const Op& op, Work& work) {
+  std::exception_ptr cause;
+  std::string cause_op;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cause = broken_;
+    cause_op = broken_op_;
+  }
+  if (cause) {
+    try {
+      rethrow_as(cause, detail::concat(op.name(), ": not run, because the group broke at ",
+                                       cause_op, ": ", what_of(cause)));
+    } catch (...) {
+      work.complete(std::current_exception());
+    }
+    return;
+  }
+  try {
+    backend_.run(op);
+    work.complete();
+  } catch (...) {
+    auto error = std::current_exception();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      broken_ = error;
+      broken_op_ = op.name();
+    }
+    log_line(LogLevel::error, what_of(error));
+    backend_.abort(what_of(error));
+    work.complete(error);
+  }
+}
+
+}  // namespace lockstep

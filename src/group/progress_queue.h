@@ -1,0 +1,51 @@
+// ProgressQueue: the group's progress thread. Runs queued ops on the backend, one at a time, in
+// issue order, and completes their Work handles.
+//
+// [Broken groups] The first op that fails (other than by an InvalidArgument, which never reaches
+// the queue) aborts the backend and breaks the queue: every queued and later op fails at once
+// with an error of the same type that names its own op and repeats the original cause.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "group/backend.h"
+#include "group/op.h"
+#include "lockstep/group/work.h"
+
+namespace lockstep {
+
+class ProgressQueue {
+ public:
+  explicit ProgressQueue(Backend& backend);
+  // Finishes every queued op (each bounded by its deadline), then stops the thread.
+  ~ProgressQueue();
+
+  // Queues op; returns its Work. Thread-safe.
+  WorkPtr push(Op op);
+  // Blocks until every queued op has completed.
+  void drain();
+  // Whether an op has failed (the group is broken).
+  bool broken() const;
+
+ private:
+  void loop();
+  void run_one(const Op& op, Work& work);
+
+  Backend& backend_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::condition_variable idle_;
+  std::deque<std::pair<Op, WorkPtr>> queue_;
+  bool running_op_ = false;
+  bool stop_ = false;
+  std::exception_ptr broken_;  // the first failure
+  std::string broken_op_;      // its op's name
+  std::thread thread_;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,31 @@
+// Argument checks shared by the ProcessGroup front end. Each throws InvalidArgument naming the op
+// and the argument, before any communication happens.
+#pragma once
+
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "lockstep/core/buffer.h"
+#include "lockstep/core/reduce_op.h"
+
+namespace lockstep::validate {
+
+// root (or peer) is a rank of a group of `size`.
+void rank_in_group(std::string_view op, std::string_view what, int rank, int size);
+// The dtype is reducible by `reduce_op` (bxor on float, any op on bool, ... are rejected).
+void reducible(std::string_view op, DType dtype, ReduceOp reduce_op);
+// A view with count > 0 has non-null data.
+void has_data(std::string_view op, std::string_view what, ConstBufferView v);
+// input and output have the same dtype.
+void same_dtype(std::string_view op, ConstBufferView input, ConstBufferView output);
+// v.count == expected; `why` explains where expected comes from ("size 3 x input 4").
+void count_is(std::string_view op, std::string_view what, ConstBufferView v, size_t expected,
+              std::string_view why);
+// counts has one entry per rank; returns their sum.
+size_t counts_sum(std::string_view op, std::string_view what, std::span<const size_t> counts,
+                  int size);
+// count divides evenly into `parts` slots.
+void divisible(std::string_view op, std::string_view what, ConstBufferView v, int parts);
+
+}  // namespace lockstep::validate

@@ -1,0 +1,109 @@
+// check_launch_options: the checks that need more than one option, or the filesystem.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "launcher/options.h"
+
+namespace lockstep::launcher {
+namespace {
+
+enum class FileKind { missing, directory, not_executable, executable };
+
+FileKind classify(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return FileKind::missing;
+  if (S_ISDIR(st.st_mode)) return FileKind::directory;
+  if (!S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) return FileKind::not_executable;
+  return FileKind::executable;
+}
+
+void require_executable(const std::string& path, const std::string& shown) {
+  switch (classify(path)) {
+    case FileKind::missing:
+      throw UsageError(detail::concat("program '", shown, "' does not exist (", std::strerror(ENOENT),
+                                      "); check the path"));
+    case FileKind::directory:
+      throw UsageError(detail::concat("program '", shown, "' is a directory, not a program"));
+    case FileKind::not_executable:
+      throw UsageError(detail::concat("program '", shown,
+                                      "' is not executable; make it so with: chmod +x ", shown));
+    case FileKind::executable:
+      return;
+  }
+}
+
+// Finds name in PATH, as execvp would. Throws UsageError when it is not there.
+std::string search_path(const std::string& name) {
+  const char* env = std::getenv("PATH");
+  std::string path_list = env ? env : "/usr/local/bin:/usr/bin:/bin";
+  std::string non_executable;
+  size_t start = 0;
+  while (start <= path_list.size()) {
+    size_t colon = path_list.find(':', start);
+    if (colon == std::string::npos) colon = path_list.size();
+    std::string dir = path_list.substr(start, colon - start);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    FileKind kind = classify(candidate);
+    if (kind == FileKind::executable) return candidate;
+    if (kind == FileKind::not_executable && non_executable.empty()) non_executable = candidate;
+    start = colon + 1;
+  }
+  if (!non_executable.empty()) require_executable(non_executable, non_executable);
+  throw UsageError(detail::concat("program '", name, "' was not found in PATH (", path_list,
+                                  "); give its full path or fix PATH"));
+}
+
+void check_program(LaunchOptions& o) {
+  if (o.program.empty())
+    throw UsageError(
+        "no program given; usage: lockstep run [options] [--] PROGRAM [ARGS...] "
+        "(see 'lockstep run --help')");
+  const std::string& name = o.program.front();
+  if (name.find('/') != std::string::npos) {
+    require_executable(name, name);
+    o.program_path = name;
+  } else {
+    o.program_path = search_path(name);
+  }
+}
+
+void check_local_rank(const char* option, int local_rank, int nproc) {
+  if (local_rank >= nproc)
+    throw UsageError(detail::concat("--", option, " names local rank ", local_rank,
+                                    ", but --nproc-per-node is ", nproc, " (local ranks 0..",
+                                    nproc - 1, ")"));
+}
+
+void check_topology(LaunchOptions& o) {
+  if (o.node_rank >= o.nnodes)
+    throw UsageError(detail::concat("--node-rank ", o.node_rank, " is out of range for --nnodes ",
+                                    o.nnodes, ": node ranks are 0..", o.nnodes - 1));
+  if (o.standalone) {
+    if (o.nnodes != 1)
+      throw UsageError(detail::concat("--standalone runs one node, but --nnodes is ", o.nnodes));
+    o.master_addr = "127.0.0.1";
+    o.master_port = 0;
+  }
+  if (o.nnodes > 1 && o.master_port == 0)
+    throw UsageError(detail::concat("--master-port 0 picks a port that the other ", o.nnodes - 1,
+                                    " node(s) cannot know; give every node the same fixed "
+                                    "--master-port"));
+  if (o.master_addr.empty()) throw UsageError("--master-addr is empty; give node 0's address");
+}
+
+}  // namespace
+
+void check_launch_options(LaunchOptions& o) {
+  check_topology(o);
+  for (int r : o.local_ranks_filter) check_local_rank("local-ranks-filter", r, o.nproc_per_node);
+  for (const auto& [r, s] : o.tee.per_local_rank) check_local_rank("tee", r, o.nproc_per_node);
+  for (const auto& [r, s] : o.redirects.per_local_rank)
+    check_local_rank("redirects", r, o.nproc_per_node);
+  check_program(o);
+}
+
+}  // namespace lockstep::launcher

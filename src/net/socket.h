@@ -1,0 +1,69 @@
+// Thin RAII helpers over BSD sockets, shared by the TCP store and the TCP backend.
+// Every blocking helper takes a Deadline; errors name the address and the errno text.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "lockstep/core/deadline.h"
+
+namespace lockstep::net {
+
+// An owned file descriptor; closes on destruction.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) reset(o.release());
+    return *this;
+  }
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// Binds and listens on host:port (port 0: any free port). host "" or "0.0.0.0": all IPv4
+// interfaces; "::" all interfaces. A port in use throws NetworkError naming it.
+Fd listen_tcp(const std::string& host, uint16_t port, int backlog = 128);
+// The port a listening or connected socket is bound to.
+uint16_t local_port(int fd);
+// The local IP address of a connected socket, as text.
+std::string local_address(int fd);
+// The peer's IP address and port, as "ip:port".
+std::string peer_address(int fd);
+
+// Connects to host:port, retrying with exponential backoff (10 ms doubling to 1 s) until the
+// deadline; logs progress every few seconds when log_progress. At the deadline throws TimeoutError
+// naming host:port and the last socket error.
+Fd connect_tcp(const std::string& host, uint16_t port, Deadline deadline, bool log_progress);
+// Accepts one connection, waiting up to the deadline (TimeoutError).
+Fd accept_tcp(int listen_fd, Deadline deadline);
+
+// Sets TCP_NODELAY, and the send/receive buffer sizes when > 0.
+void tune_tcp(int fd, int buffer_bytes);
+void set_nonblocking(int fd, bool on);
+
+// Writes/reads exactly n bytes of a blocking or non-blocking socket, waiting with poll(2) up to the
+// deadline. read_full throws NetworkError on EOF ("closed by peer"). `what` names the peer in
+// errors.
+void write_full(int fd, const void* data, size_t n, Deadline deadline, const std::string& what);
+void read_full(int fd, void* data, size_t n, Deadline deadline, const std::string& what);
+
+// This host's name (gethostname).
+std::string hostname();
+// Text of errno value e.
+std::string errno_text(int e);
+
+}  // namespace lockstep::net

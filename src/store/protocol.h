@@ -1,0 +1,100 @@
+// The TcpStore wire format, shared by the server and the client.
+//
+// A connection opens with a handshake in each direction: the client sends kMagic then
+// kProtocolVersion (two little-endian u32), and the server answers with the same 8 bytes of its
+// own. A server drops a connection whose first bytes differ (a port scanner, `GET / HTTP/1.1`).
+//
+// After that every request and every reply is one Message:
+//   u8 code | i64 number | u32 count | count x (u64 length | length bytes)
+// all little-endian. In a request, code is a Command and number is the timeout in ms of a
+// blocking call (get, wait, multi_get) or the delta of add. In a reply, code is a Status and
+// number is an integer result (add, check, delete_key, num_keys). Each string's length is checked
+// against its bound (kMaxKeyBytes for keys, kMaxValueBytes for values) as soon as the length
+// arrives, before anything is allocated; count is bounded by kMaxStringsPerMessage. A client sends
+// one request and reads its reply before sending the next.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lockstep::store_proto {
+
+inline constexpr uint32_t kMagic = 0x54534b4c;  // "LKST" on the wire
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr size_t kHandshakeBytes = 8;
+inline constexpr size_t kHeaderBytes = 1 + 8 + 4;
+// At most this many keys in one request (a multi_set carries two strings per key).
+inline constexpr uint32_t kMaxKeysPerRequest = 1 << 16;
+inline constexpr uint32_t kMaxStringsPerMessage = 2 * kMaxKeysPerRequest;
+
+enum class Command : uint8_t {
+  set = 1,
+  get,
+  add,
+  compare_set,
+  check,
+  wait,
+  delete_key,
+  num_keys,
+  multi_get,
+  multi_set,
+};
+
+enum class Status : uint8_t { ok = 0, timed_out = 1, error = 2 };
+
+struct Message {
+  uint8_t code = 0;
+  int64_t number = 0;
+  std::vector<std::string> strings;
+};
+
+// The 8 handshake bytes.
+std::string handshake_bytes();
+// Appends the encoding of m to out.
+void encode(const Message& m, std::string& out);
+
+// Which messages a parser accepts: requests (checked per command) or replies.
+enum class Direction { request, reply };
+
+// Parses a byte stream into Messages, a piece at a time. Memory grows only with bytes actually
+// received (never with a length field that has not been backed by data).
+class MessageParser {
+ public:
+  enum class Result { need_more, complete, invalid };
+
+  explicit MessageParser(Direction direction) : direction_(direction) {}
+  // Consumes bytes from [*p, end) up to the end of one message, advancing *p. complete: take()
+  // the message. invalid: error() says why; the stream cannot be resynchronised.
+  Result feed(const char** p, const char* end);
+  Message take();
+  const std::string& error() const { return error_; }
+  // Whether part of a message has arrived.
+  bool mid_message() const { return state_ != State::header || have_ > 0; }
+
+ private:
+  enum class State { header, length, body };
+  bool fill_fixed(const char** p, const char* end, size_t want);
+  Result on_header();
+  Result on_length();
+  Result next_string_or_done();
+  Result fail(std::string why);
+  size_t bound(size_t index) const;
+
+  Direction direction_;
+  State state_ = State::header;
+  unsigned char fixed_[kHeaderBytes] = {};
+  size_t have_ = 0;
+  uint32_t count_ = 0;
+  uint64_t body_left_ = 0;
+  Message message_;
+  std::string error_;
+};
+
+// A request with this command and string count is well formed (not checking the bounds).
+bool valid_request_shape(uint8_t code, uint32_t count);
+// Readable name of a command code, for errors.
+const char* command_name(uint8_t code);
+
+}  // namespace lockstep::store_proto
