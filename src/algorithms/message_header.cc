@@ -129,7 +129,8 @@ MessageHeader data_header(const Op& op, uint64_t payload_bytes) {
   h.tag = op.tag;
   h.algorithm = has_algorithm_choice(op.kind) ? op.algorithm : Algorithm::automatic;
   h.agreed_bytes = op.agreed_bytes();
-  h.counts_checksum = op.counts_checksum();
+  // all_to_all_v: each rank's counts are its own (pairs are checked by payload size instead).
+  h.counts_checksum = op.kind == OpKind::all_to_all ? 0 : op.counts_checksum();
   h.payload_bytes = payload_bytes;
   return h;
 }

@@ -2,7 +2,9 @@
 //
 // With --nranks N this process starts N local ranks (copies of itself) and waits for them;
 // without it, it is one rank of a job and joins through env:// like any lockstep program.
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "cli/bench_local.h"
@@ -14,13 +16,21 @@
 namespace lockstep::cli {
 namespace {
 
+// Whether any launcher told this process its rank (RANK, Slurm or Open MPI).
+bool launched() {
+  for (const char* v : {"RANK", "WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
 int run_as_rank(const bench::BenchOptions& options) {
   std::shared_ptr<ProcessGroup> pg;
   try {
     pg = init_process_group({.backend = options.backend});
   } catch (const ConfigError& e) {
+    if (launched()) throw;
     throw ConfigError(std::string(e.what()) +
-                      "\n(to start local ranks instead, run 'lockstep bench --nranks N')");
+                      "\n(or let lockstep bench start local ranks: lockstep bench --nranks N)");
   }
   const size_t wrong_rows = bench::run_benchmark(*pg, options, stdout);
   if (wrong_rows == 0) return 0;
@@ -33,7 +43,8 @@ int run_as_rank(const bench::BenchOptions& options) {
 }
 
 void check_root(const bench::BenchOptions& options) {
-  if (options.root >= options.nranks)
+  const bool rooted = std::any_of(options.ops.begin(), options.ops.end(), bench::bench_op_rooted);
+  if (rooted && options.root >= options.nranks)
     throw bench::UsageError(detail::concat("--root ", options.root, " is not one of the ",
                                            options.nranks, " ranks of --nranks ", options.nranks,
                                            "; use a root in [0, ", options.nranks - 1, "]"));

@@ -25,10 +25,12 @@ using detail::concat;
 using Clock = std::chrono::steady_clock;
 
 volatile std::sig_atomic_t g_pending_signal = 0;
-extern "C" void remember_signal(int sig) { g_pending_signal = sig; }
+extern "C" void remember_signal(int sig) {
+  g_pending_signal = sig;
+}
 
-constexpr const char* kJobVariables[] = {"RANK",       "WORLD_SIZE",       "LOCAL_RANK",
-                                         "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
+constexpr const char* kJobVariables[] = {
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
 
 struct RankProcess {
   int rank = 0;
@@ -61,9 +63,9 @@ std::vector<std::string> rank_environment(int rank, int nranks, int port) {
     if (!ours) env.emplace_back(entry);
   }
   const std::string n = std::to_string(nranks), r = std::to_string(rank);
-  for (const std::string& s : {"RANK=" + r, "WORLD_SIZE=" + n, "LOCAL_RANK=" + r,
-                               "LOCAL_WORLD_SIZE=" + n, std::string("MASTER_ADDR=127.0.0.1"),
-                               "MASTER_PORT=" + std::to_string(port)})
+  for (const std::string& s :
+       {"RANK=" + r, "WORLD_SIZE=" + n, "LOCAL_RANK=" + r, "LOCAL_WORLD_SIZE=" + n,
+        std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port)})
     env.push_back(s);
   return env;
 }
@@ -145,7 +147,8 @@ int run_local_job(const LocalJobOptions& options) {
   const std::string exe = self_executable();
   const int port = options.master_port > 0 ? options.master_port : pick_free_port();
   std::fflush(nullptr);  // the ranks share our stdout: nothing of ours may be printed twice
-  struct sigaction action{}, old_int{}, old_term{};
+  struct sigaction action {
+  }, old_int{}, old_term{};
   action.sa_handler = remember_signal;
   ::sigemptyset(&action.sa_mask);
   ::sigaction(SIGINT, &action, &old_int);
@@ -153,9 +156,9 @@ int run_local_job(const LocalJobOptions& options) {
   std::vector<RankProcess> ranks;
   try {
     for (int r = 0; r < options.nranks; ++r)
-      ranks.push_back({.rank = r,
-                       .pid = start_rank(exe, options.rank_args,
-                                         rank_environment(r, options.nranks, port))});
+      ranks.push_back(
+          {.rank = r,
+           .pid = start_rank(exe, options.rank_args, rank_environment(r, options.nranks, port))});
   } catch (...) {
     signal_running(ranks, SIGKILL);
     wait_for_ranks(ranks, 0);
@@ -166,7 +169,8 @@ int run_local_job(const LocalJobOptions& options) {
   ::sigaction(SIGTERM, &old_term, nullptr);
   for (const std::string& f : failures) std::fprintf(stderr, "lockstep bench: %s\n", f.c_str());
   if (!failures.empty())
-    std::fprintf(stderr, "lockstep bench: %zu of %d local ranks failed (port %d); the first "
+    std::fprintf(stderr,
+                 "lockstep bench: %zu of %d local ranks failed (port %d); the first "
                  "failure is the likely cause, the others usually follow from it\n",
                  failures.size(), options.nranks, port);
   return failures.empty() ? 0 : 1;

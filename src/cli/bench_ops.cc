@@ -7,8 +7,8 @@ namespace {
 
 // Ops whose size column covers n slots, one per rank.
 bool sized_by_slots(BenchOp op) {
-  return op == BenchOp::all_gather || op == BenchOp::reduce_scatter ||
-         op == BenchOp::all_to_all || op == BenchOp::gather || op == BenchOp::scatter;
+  return op == BenchOp::all_gather || op == BenchOp::reduce_scatter || op == BenchOp::all_to_all ||
+         op == BenchOp::gather || op == BenchOp::scatter;
 }
 
 // sendrecv: a ring shift. Even ranks send first and odd ranks receive first, so that a backend
@@ -47,7 +47,9 @@ Layout layout_for(BenchOp op, size_t bytes, DType dtype, int world_size) {
   }
   Layout l{.bytes = count * elem, .count = count};
   switch (op) {
-    case BenchOp::broadcast: l.output_count = count; break;
+    case BenchOp::broadcast:
+      l.output_count = count;
+      break;
     case BenchOp::all_gather:
     case BenchOp::gather:
       l.input_count = slot;
@@ -68,15 +70,18 @@ Layout layout_for(BenchOp op, size_t bytes, DType dtype, int world_size) {
 double busbw_factor(BenchOp op, int world_size) {
   const double n = world_size;
   switch (op) {
-    case BenchOp::all_reduce: return 2.0 * (n - 1) / n;
+    case BenchOp::all_reduce:
+      return 2.0 * (n - 1) / n;
     case BenchOp::all_gather:
     case BenchOp::reduce_scatter:
     case BenchOp::all_to_all:
     case BenchOp::gather:
-    case BenchOp::scatter: return (n - 1) / n;
+    case BenchOp::scatter:
+      return (n - 1) / n;
     case BenchOp::broadcast:
     case BenchOp::reduce:
-    case BenchOp::sendrecv: return 1.0;
+    case BenchOp::sendrecv:
+      return 1.0;
   }
   return 1.0;
 }
@@ -84,19 +89,33 @@ double busbw_factor(BenchOp op, int world_size) {
 void run_op(ProcessGroup& pg, const OpParams& p, BufferView input, BufferView output) {
   WorkPtr work;
   switch (p.op) {
-    case BenchOp::all_reduce: work = pg.all_reduce(input, output, {.op = p.reduce_op}); break;
-    case BenchOp::broadcast: work = pg.broadcast(output, {.root = p.root}); break;
+    case BenchOp::all_reduce:
+      work = pg.all_reduce(input, output, {.op = p.reduce_op});
+      break;
+    case BenchOp::broadcast:
+      work = pg.broadcast(output, {.root = p.root});
+      break;
     case BenchOp::reduce:
       work = pg.reduce(input, output, {.root = p.root, .op = p.reduce_op});
       break;
-    case BenchOp::all_gather: work = pg.all_gather(input, output); break;
+    case BenchOp::all_gather:
+      work = pg.all_gather(input, output);
+      break;
     case BenchOp::reduce_scatter:
       work = pg.reduce_scatter(input, output, {.op = p.reduce_op});
       break;
-    case BenchOp::all_to_all: work = pg.all_to_all(input, output); break;
-    case BenchOp::gather: work = pg.gather(input, output, {.root = p.root}); break;
-    case BenchOp::scatter: work = pg.scatter(input, output, {.root = p.root}); break;
-    case BenchOp::sendrecv: run_sendrecv(pg, input, output); return;
+    case BenchOp::all_to_all:
+      work = pg.all_to_all(input, output);
+      break;
+    case BenchOp::gather:
+      work = pg.gather(input, output, {.root = p.root});
+      break;
+    case BenchOp::scatter:
+      work = pg.scatter(input, output, {.root = p.root});
+      break;
+    case BenchOp::sendrecv:
+      run_sendrecv(pg, input, output);
+      return;
   }
   work->wait();
 }

@@ -57,8 +57,8 @@ size_t parse_bytes(std::string_view option, std::string_view text) {
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
   if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
       value > std::numeric_limits<size_t>::max() / multiplier)
-    throw UsageError(concat(option, ": \"", text,
-                            "\" is not a byte count; write e.g. 4096, 64K, 64M or 1G"));
+    throw UsageError(
+        concat(option, ": \"", text, "\" is not a byte count; write e.g. 4096, 64K, 64M or 1G"));
   return value * multiplier;
 }
 
@@ -67,8 +67,8 @@ int parse_int(std::string_view option, std::string_view text, int min_value, int
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min_value ||
       value > max_value)
-    throw UsageError(concat(option, ": \"", text, "\" is not an integer in [", min_value, ", ",
-                            max_value, "]"));
+    throw UsageError(
+        concat(option, ": \"", text, "\" is not an integer in [", min_value, ", ", max_value, "]"));
   return value;
 }
 
@@ -104,20 +104,31 @@ class ArgCursor {
 // Applies one option with a value; returns false when the name is not one of them.
 bool apply_valued(BenchOptions& o, std::string_view name, ArgCursor& args) {
   constexpr int kIntMax = std::numeric_limits<int>::max();
-  if (name == "--backend") o.backend = std::string(args.value());
-  else if (name == "--min-bytes") o.min_bytes = parse_bytes(name, args.value());
-  else if (name == "--max-bytes") o.max_bytes = parse_bytes(name, args.value());
-  else if (name == "--step-factor") o.step_factor = parse_int(name, args.value(), 2, 1024);
-  else if (name == "--iters") o.iters = parse_int(name, args.value(), 1, kIntMax);
-  else if (name == "--warmup") o.warmup = parse_int(name, args.value(), 0, kIntMax);
-  else if (name == "--root") o.root = parse_int(name, args.value(), 0, kIntMax);
-  else if (name == "--nranks") o.nranks = parse_int(name, args.value(), 1, 1024);
-  else if (name == "--master-port") o.master_port = parse_int(name, args.value(), 0, 65535);
+  if (name == "--backend")
+    o.backend = std::string(args.value());
+  else if (name == "--min-bytes")
+    o.min_bytes = parse_bytes(name, args.value());
+  else if (name == "--max-bytes")
+    o.max_bytes = parse_bytes(name, args.value());
+  else if (name == "--step-factor")
+    o.step_factor = parse_int(name, args.value(), 2, 1024);
+  else if (name == "--iters")
+    o.iters = parse_int(name, args.value(), 1, kIntMax);
+  else if (name == "--warmup")
+    o.warmup = parse_int(name, args.value(), 0, kIntMax);
+  else if (name == "--root")
+    o.root = parse_int(name, args.value(), 0, kIntMax);
+  else if (name == "--nranks")
+    o.nranks = parse_int(name, args.value(), 1, 1024);
+  else if (name == "--master-port")
+    o.master_port = parse_int(name, args.value(), 0, 65535);
   else if (name == "--dtype" || name == "--reduce-op") {
     std::string_view text = args.value();
     try {
-      if (name == "--dtype") o.dtype = parse_dtype(text);
-      else o.reduce_op = parse_reduce_op(text);
+      if (name == "--dtype")
+        o.dtype = parse_dtype(text);
+      else
+        o.reduce_op = parse_reduce_op(text);
     } catch (const InvalidArgument& e) {
       throw UsageError(concat(name, ": ", e.what()));
     }
@@ -131,13 +142,14 @@ bool apply_valued(BenchOptions& o, std::string_view name, ArgCursor& args) {
 void validate(const BenchOptions& o) {
   if (o.min_bytes == 0) throw UsageError("--min-bytes: must be at least 1");
   if (o.min_bytes > o.max_bytes)
-    throw UsageError(concat("--min-bytes ", o.min_bytes, " is larger than --max-bytes ",
-                            o.max_bytes));
+    throw UsageError(
+        concat("--min-bytes ", o.min_bytes, " is larger than --max-bytes ", o.max_bytes));
   if (o.backend.empty()) throw UsageError("--backend: empty name; use auto or tcp");
   for (BenchOp op : o.ops) {
     if (bench_op_reduces(op) && !reduce_op_supports(o.reduce_op, o.dtype))
-      throw UsageError(concat("--reduce-op ", reduce_op_name(o.reduce_op), " cannot reduce --dtype ",
-                              dtype_name(o.dtype), " (needed by --op ", bench_op_name(op),
+      throw UsageError(concat("--reduce-op ", reduce_op_name(o.reduce_op),
+                              " cannot reduce --dtype ", dtype_name(o.dtype), " (needed by --op ",
+                              bench_op_name(op),
                               "); bitwise ops need an integer dtype and bool cannot be reduced"));
   }
 }
@@ -146,15 +158,24 @@ void validate(const BenchOptions& o) {
 
 std::string_view bench_op_name(BenchOp op) {
   switch (op) {
-    case BenchOp::all_reduce: return "all_reduce";
-    case BenchOp::broadcast: return "broadcast";
-    case BenchOp::reduce: return "reduce";
-    case BenchOp::all_gather: return "all_gather";
-    case BenchOp::reduce_scatter: return "reduce_scatter";
-    case BenchOp::all_to_all: return "all_to_all";
-    case BenchOp::gather: return "gather";
-    case BenchOp::scatter: return "scatter";
-    case BenchOp::sendrecv: return "sendrecv";
+    case BenchOp::all_reduce:
+      return "all_reduce";
+    case BenchOp::broadcast:
+      return "broadcast";
+    case BenchOp::reduce:
+      return "reduce";
+    case BenchOp::all_gather:
+      return "all_gather";
+    case BenchOp::reduce_scatter:
+      return "reduce_scatter";
+    case BenchOp::all_to_all:
+      return "all_to_all";
+    case BenchOp::gather:
+      return "gather";
+    case BenchOp::scatter:
+      return "scatter";
+    case BenchOp::sendrecv:
+      return "sendrecv";
   }
   return "unknown-op";
 }
@@ -163,13 +184,19 @@ bool bench_op_reduces(BenchOp op) {
   return op == BenchOp::all_reduce || op == BenchOp::reduce || op == BenchOp::reduce_scatter;
 }
 
+bool bench_op_rooted(BenchOp op) {
+  return op == BenchOp::broadcast || op == BenchOp::reduce || op == BenchOp::gather ||
+         op == BenchOp::scatter;
+}
+
 BenchOptions parse_bench_options(int argc, char** argv) {
   BenchOptions o;
   bool all_ops = false;
   ArgCursor args(argc, argv);
   while (args.next()) {
     std::string_view name = args.name();
-    if (name == "--help" || name == "-h") o.help = true;
+    if (name == "--help" || name == "-h")
+      o.help = true;
     else if (name == "--check" || name == "--no-check") {
       if (args.has_inline_value()) throw UsageError(concat(name, ": takes no value"));
       o.check = name == "--check";
@@ -205,7 +232,9 @@ std::string bench_usage() {
       "                      through env:// (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)\n"
       "\n"
       "options:\n"
-      "  --op LIST          collectives, comma separated: ", op_names(), "\n"
+      "  --op LIST          collectives, comma separated: ",
+      op_names(),
+      "\n"
       "                     (default all_reduce)\n"
       "  --backend NAME     auto (default) or tcp\n"
       "  --dtype NAME       f32 (default), f64, f16, bf16, i8, u8, i32, i64, bool\n"
@@ -214,8 +243,9 @@ std::string bench_usage() {
       "  --min-bytes N      smallest message (default 4); suffixes K, M, G\n"
       "  --max-bytes N      largest message (default 64M)\n"
       "  --step-factor F    multiply the size by F per row (default 2)\n"
-      "  --iters N          timed iterations per row (default: by size, ", kMinIters, " to ",
-      kMaxIters, ")\n"
+      "  --iters N          timed iterations per row (default: by size, ",
+      kMinIters, " to ", kMaxIters,
+      ")\n"
       "  --warmup N         untimed iterations per row (default: iters / 10, at least 1)\n"
       "  --check            verify every row against its closed form (default)\n"
       "  --no-check         skip the verification\n"

@@ -28,13 +28,15 @@ enum class BenchOp : uint8_t {
 };
 
 inline constexpr BenchOp kAllBenchOps[] = {
-    BenchOp::all_reduce, BenchOp::broadcast,  BenchOp::reduce,
+    BenchOp::all_reduce, BenchOp::broadcast,      BenchOp::reduce,
     BenchOp::all_gather, BenchOp::reduce_scatter, BenchOp::all_to_all,
-    BenchOp::gather,     BenchOp::scatter,    BenchOp::sendrecv};
+    BenchOp::gather,     BenchOp::scatter,        BenchOp::sendrecv};
 
 std::string_view bench_op_name(BenchOp op);
 // Whether the op combines values with a ReduceOp (all_reduce, reduce, reduce_scatter).
 bool bench_op_reduces(BenchOp op);
+// Whether the op has a root (broadcast, reduce, gather, scatter).
+bool bench_op_rooted(BenchOp op);
 
 // A bad command line. bench_command prints it with a pointer to --help and exits with code 2.
 class UsageError : public InvalidArgument {
@@ -48,16 +50,16 @@ struct BenchOptions {
   std::string backend = "auto";                      // --backend: InitOptions.backend
   DType dtype = DType::f32;                          // --dtype
   ReduceOp reduce_op = ReduceOp::sum;                // --reduce-op
-  int root = 0;                                      // --root: of broadcast, reduce, gather, scatter
-  size_t min_bytes = 4;                              // --min-bytes
-  size_t max_bytes = 64 * kMiB;                      // --max-bytes
-  size_t step_factor = 2;                            // --step-factor: size *= factor per row
-  int iters = 0;                                     // --iters: timed iterations; 0: by size
-  int warmup = -1;                                   // --warmup: untimed ones; -1: by size
-  bool check = true;                                 // --check / --no-check
-  int nranks = 0;       // --nranks: start this many local ranks; 0: be one rank (env://)
-  int master_port = 0;  // --master-port with --nranks; 0: pick a free port
-  bool help = false;    // --help / -h
+  int root = 0;                  // --root: of broadcast, reduce, gather, scatter
+  size_t min_bytes = 4;          // --min-bytes
+  size_t max_bytes = 64 * kMiB;  // --max-bytes
+  size_t step_factor = 2;        // --step-factor: size *= factor per row
+  int iters = 0;                 // --iters: timed iterations; 0: by size
+  int warmup = -1;               // --warmup: untimed ones; -1: by size
+  bool check = true;             // --check / --no-check
+  int nranks = 0;                // --nranks: start this many local ranks; 0: be one rank (env://)
+  int master_port = 0;           // --master-port with --nranks; 0: pick a free port
+  bool help = false;             // --help / -h
 };
 
 // Parses argv (argv[0] is "bench"). Accepts "--name value" and "--name=value"; sizes take the

@@ -54,7 +54,8 @@ Row run_row(ProcessGroup& pg, const OpParams& p, const BenchOptions& options, co
     auto start = std::chrono::steady_clock::now();
     run_op(pg, p, in, out);
     auto stop = std::chrono::steady_clock::now();
-    results[static_cast<size_t>(i)] = std::chrono::duration<double, std::micro>(stop - start).count();
+    results[static_cast<size_t>(i)] =
+        std::chrono::duration<double, std::micro>(stop - start).count();
   }
   if (options.check) {
     fill_for_check(p, pg.rank(), in, out);
@@ -77,10 +78,8 @@ Row run_row(ProcessGroup& pg, const OpParams& p, const BenchOptions& options, co
 size_t run_table(ProcessGroup& pg, const OpParams& p, const BenchOptions& options,
                  double memcpy_gbps, std::FILE* out) {
   const bool printer = pg.rank() == 0;
-  const TableInfo info{.params = p,
-                       .backend = pg.backend_name(),
-                       .world_size = pg.size(),
-                       .check = options.check};
+  const TableInfo info{
+      .params = p, .backend = pg.backend_name(), .world_size = pg.size(), .check = options.check};
   const std::vector<size_t> sizes = message_sizes(options);
   Buffers buffers = allocate_for(p, sizes, pg.size());
   if (printer) std::fputs(format_table_header(info).c_str(), out);
@@ -95,21 +94,15 @@ size_t run_table(ProcessGroup& pg, const OpParams& p, const BenchOptions& option
     if (printer) std::fflush(out);
   }
   if (printer) std::fputs(format_table_summary(rows, info, memcpy_gbps).c_str(), out);
-  return static_cast<size_t>(std::count_if(rows.begin(), rows.end(),
-                                           [](const Row& r) { return r.wrong > 0; }));
-}
-
-bool any_rooted(const std::vector<BenchOp>& ops) {
-  return std::any_of(ops.begin(), ops.end(), [](BenchOp op) {
-    return op == BenchOp::broadcast || op == BenchOp::reduce || op == BenchOp::gather ||
-           op == BenchOp::scatter;
-  });
+  return static_cast<size_t>(
+      std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.wrong > 0; }));
 }
 
 }  // namespace
 
 size_t run_benchmark(ProcessGroup& pg, const BenchOptions& options, std::FILE* out) {
-  if (any_rooted(options.ops) && options.root >= pg.size())
+  if (std::any_of(options.ops.begin(), options.ops.end(), bench_op_rooted) &&
+      options.root >= pg.size())
     throw UsageError(detail::concat("--root ", options.root, " is not a rank of this ", pg.size(),
                                     "-rank job; use a root in [0, ", pg.size() - 1, "]"));
   // Rank 0 measures memcpy while the others wait in a barrier, so nothing competes for memory.

@@ -10,17 +10,13 @@ template <class... Args>
 std::string printf_string(const char* format, Args... args) {
   char buffer[512];
   int n = std::snprintf(buffer, sizeof(buffer), format, args...);
-  return std::string(buffer, n < 0 ? 0 : std::min<size_t>(static_cast<size_t>(n), sizeof(buffer) - 1));
+  return std::string(buffer,
+                     n < 0 ? 0 : std::min<size_t>(static_cast<size_t>(n), sizeof(buffer) - 1));
 }
 
 std::string check_text(const Row& row, const TableInfo& info) {
   if (!info.check) return "-";
   return row.wrong == 0 ? "ok" : "WRONG";
-}
-
-bool is_rooted(BenchOp op) {
-  return op == BenchOp::broadcast || op == BenchOp::reduce || op == BenchOp::gather ||
-         op == BenchOp::scatter;
 }
 
 }  // namespace
@@ -44,7 +40,7 @@ std::string format_table_header(const TableInfo& info) {
                      std::to_string(info.world_size) + " ranks, dtype " +
                      std::string(dtype_name(p.dtype));
   if (bench_op_reduces(p.op)) line += ", reduce op " + std::string(reduce_op_name(p.reduce_op));
-  if (is_rooted(p.op)) line += ", root " + std::to_string(p.root);
+  if (bench_op_rooted(p.op)) line += ", root " + std::to_string(p.root);
   line += printf_string(", busbw = algbw x %.3f\n", busbw_factor(p.op, info.world_size));
   line += printf_string("#%13s %12s %6s %6s %11s %12s %12s %8s %6s\n", "size(B)", "count", "dtype",
                         "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "%memcpy", "check");
@@ -56,12 +52,11 @@ std::string format_row(const Row& row, const TableInfo& info, double memcpy_gbps
   const double share = memcpy_gbps > 0 ? 100.0 * busbw / memcpy_gbps : 0.0;
   return printf_string("%14zu %12zu %6s %6d %11.1f %12.3f %12.3f %7.1f%% %6s\n", row.bytes,
                        row.count, std::string(dtype_name(info.params.dtype)).c_str(), row.iters,
-                       row.median_us, algbw_gbps(row), busbw, share,
-                       check_text(row, info).c_str());
+                       row.median_us, algbw_gbps(row), busbw, share, check_text(row, info).c_str());
 }
 
 std::string format_table_summary(const std::vector<Row>& rows, const TableInfo& info,
-                                  double memcpy_gbps) {
+                                 double memcpy_gbps) {
   const Row* peak = nullptr;
   size_t wrong_rows = 0;
   for (const Row& row : rows) {

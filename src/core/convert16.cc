@@ -3,6 +3,7 @@
 #include <bit>
 #include <cstring>
 
+#include "core/cpu_features.h"
 #include "core/half_bits.h"
 #include "core/reduce.h"
 #include "core/reduce_kernels.h"
@@ -40,10 +41,55 @@ void widen_bf16(float* __restrict dst, const uint16_t* __restrict src, size_t co
   for (size_t i = body; i < count; ++i) dst[i] = bf16_to_f32(src[i]);
 }
 
-void narrow_bf16(uint16_t* __restrict dst, const float* __restrict src, size_t count) {
+void narrow_bf16_baseline(uint16_t* __restrict dst, const float* __restrict src, size_t count) {
   const size_t body = vector_body(count);
   for (size_t i = 0; i < body; ++i) dst[i] = f32_to_bf16(src[i]);
   for (size_t i = body; i < count; ++i) dst[i] = f32_to_bf16(src[i]);
+}
+
+#if LOCKSTEP_HAVE_F16C_PATH
+
+namespace {
+
+// Eight floats rounded as f32_to_bf16 does, each result in the low half of its 32-bit lane.
+__attribute__((target("avx2"))) inline __m256i bf16_lanes_avx2(const float* src) {
+  const __m256 f = _mm256_loadu_ps(src);
+  const __m256i u = _mm256_castps_si256(f);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+  const __m256i quiet_nan = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
+  const __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+  return _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet_nan, is_nan), 16);
+}
+
+}  // namespace
+
+__attribute__((target("avx2"))) void narrow_bf16_avx2(uint16_t* dst, const float* src,
+                                                      size_t count) {
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    // packus interleaves per 128-bit half; the permute puts the four quarters back in order.
+    const __m256i packed =
+        _mm256_packus_epi32(bf16_lanes_avx2(src + i), bf16_lanes_avx2(src + i + 8));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm256_permute4x64_epi64(packed, 0xd8));
+  }
+  for (; i < count; ++i) dst[i] = f32_to_bf16(src[i]);
+}
+
+#else
+
+void narrow_bf16_avx2(uint16_t* dst, const float* src, size_t count) {
+  narrow_bf16_baseline(dst, src, count);
+}
+
+#endif
+
+void narrow_bf16(uint16_t* dst, const float* src, size_t count) {
+#if LOCKSTEP_HAVE_F16C_PATH
+  if (cpu_has_avx2_f16c()) return narrow_bf16_avx2(dst, src, count);
+#endif
+  narrow_bf16_baseline(dst, src, count);
 }
 
 void widen_f16_portable(float* __restrict dst, const uint16_t* __restrict src, size_t count) {
@@ -56,10 +102,7 @@ void narrow_f16_portable(uint16_t* __restrict dst, const float* __restrict src, 
 
 #if LOCKSTEP_HAVE_F16C_PATH
 
-bool cpu_has_f16c() {
-  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-  return has;
-}
+bool cpu_has_f16c() { return cpu_has_avx2_f16c(); }
 
 __attribute__((target("avx,f16c"))) void widen_f16_f16c(float* dst, const uint16_t* src,
                                                         size_t count) {

@@ -15,9 +15,13 @@ namespace lockstep::detail {
 using WidenFn = void (*)(float* dst, const uint16_t* src, size_t count);
 using NarrowFn = void (*)(uint16_t* dst, const float* src, size_t count);
 
-// bf16 <-> f32: a shift, and round-to-nearest-even on the way down. Vectorised loops.
+// bf16 <-> f32: a shift, and round-to-nearest-even on the way down. Vectorised loops; narrowing
+// has an AVX2 flavour, chosen at run time.
 void widen_bf16(float* dst, const uint16_t* src, size_t count);
 void narrow_bf16(uint16_t* dst, const float* src, size_t count);
+// The two narrowing flavours, for tests. REQUIRES cpu_has_f16c() for the AVX2 one.
+void narrow_bf16_baseline(uint16_t* dst, const float* src, size_t count);
+void narrow_bf16_avx2(uint16_t* dst, const float* src, size_t count);
 
 // f16 <-> f32, whichever implementation this CPU supports best.
 void widen_f16(float* dst, const uint16_t* src, size_t count);
@@ -26,7 +30,8 @@ void narrow_f16(uint16_t* dst, const float* src, size_t count);
 // The two f16 implementations, exposed so tests can check them against each other.
 void widen_f16_portable(float* dst, const uint16_t* src, size_t count);
 void narrow_f16_portable(uint16_t* dst, const float* src, size_t count);
-// Whether this CPU (and build) can run the F16C versions below.
+// Whether this CPU (and build) can run the F16C versions below (checked as AVX2 + F16C, the
+// same test as the fused reduction loops).
 bool cpu_has_f16c();
 // REQUIRES cpu_has_f16c().
 void widen_f16_f16c(float* dst, const uint16_t* src, size_t count);

@@ -48,7 +48,7 @@ inline uint16_t float_to_half_bits(float f) {
   const uint32_t mag = u & 0x7fffffffu;
   uint32_t out;
   if (mag > 0x7f800000u) {
-    out = 0x7e00u | (mag >> 13);  // NaN: keep the top payload bits, force quiet (never inf)
+    out = 0x7e00u | ((mag >> 13) & kHalfMantMask);  // NaN: top payload bits, forced quiet
   } else if (mag >= 0x477ff000u) {
     out = kHalfExpMask;  // >= 65520 (halfway past 65504, the largest half) rounds to inf
   } else if (mag >= 0x38800000u) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "core/convert16.h"
+#include "core/reduce16.h"
 #include "core/reduce_kernels.h"
 #include "lockstep/core/error.h"
 
@@ -13,8 +14,8 @@ namespace {
 using detail::NarrowFn;
 using detail::WidenFn;
 
-// f16/bf16 are reduced in f32 a chunk at a time: widen both inputs into stack buffers, run the
-// f32 kernel, round once on the way back. A chunk stays in L1.
+// finish_average on f16/bf16 runs a chunk at a time: widen into a stack buffer, divide in f32,
+// round once on the way back. A chunk stays in L1. (Reductions use the fused loops of reduce16.h.)
 constexpr size_t kChunk = 1024;
 
 // Calls fn.template operator()<Op>() with the kernel operator for op. Bitwise ops exist only for
@@ -62,21 +63,6 @@ void check_supported(const char* fn, DType dtype, ReduceOp op) {
                    "need an integer dtype (i8, u8, i32, i64), and bool cannot be reduced");
 }
 
-// dst[i] = a[i] op b[i] through f32; dst may alias a or b (each chunk is read before written).
-template <class Op>
-void reduce_16bit(uint16_t* dst, const uint16_t* a, const uint16_t* b, size_t count, WidenFn widen,
-                NarrowFn narrow) {
-  alignas(64) float acc[kChunk];
-  alignas(64) float in[kChunk];
-  for (size_t done = 0; done < count; done += kChunk) {
-    const size_t n = std::min(kChunk, count - done);
-    widen(acc, a + done, n);
-    widen(in, b + done, n);
-    detail::into_loop<float, Op>(acc, in, n);
-    narrow(dst + done, acc, n);
-  }
-}
-
 void divide_16bit(uint16_t* data, size_t count, int divisor, WidenFn widen, NarrowFn narrow) {
   alignas(64) float buf[kChunk];
   for (size_t done = 0; done < count; done += kChunk) {
@@ -95,14 +81,13 @@ void reduce_into(void* dst, const void* src, size_t count, DType dtype, ReduceOp
       dtype,
       [&]<class T>() {
         visit_op<T>(op, [&]<class Op>() {
+          if (dst == src) return detail::self_loop<T, Op>(static_cast<T*>(dst), count);
           detail::into_loop<T, Op>(static_cast<T*>(dst), static_cast<const T*>(src), count);
         });
       },
-      [&](WidenFn widen, NarrowFn narrow) {
-        visit_op<float>(op, [&]<class Op>() {
-          reduce_16bit<Op>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(dst),
-                           static_cast<const uint16_t*>(src), count, widen, narrow);
-        });
+      [&](WidenFn, NarrowFn) {
+        detail::reduce_16bit(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(dst),
+                             static_cast<const uint16_t*>(src), count, dtype, op);
       });
 }
 
@@ -119,11 +104,9 @@ void reduce_pair(void* dst, const void* a, const void* b, size_t count, DType dt
                                    static_cast<const T*>(b), count);
         });
       },
-      [&](WidenFn widen, NarrowFn narrow) {
-        visit_op<float>(op, [&]<class Op>() {
-          reduce_16bit<Op>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(a),
-                           static_cast<const uint16_t*>(b), count, widen, narrow);
-        });
+      [&](WidenFn, NarrowFn) {
+        detail::reduce_16bit(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(a),
+                             static_cast<const uint16_t*>(b), count, dtype, op);
       });
 }
 

@@ -100,11 +100,20 @@ void into_loop(T* __restrict dst, const T* __restrict src, size_t count) {
 }
 
 // dst[i] = a[i] op b[i]; no overlap at all (reduce.cc routes dst == a / dst == b to into_loop).
+// (into_loop: dst and src do not overlap either; reduce.cc routes src == dst to self_loop.)
 template <class T, class Op>
 void pair_loop(T* __restrict dst, const T* __restrict a, const T* __restrict b, size_t count) {
   const size_t body = vector_body(count);
   for (size_t i = 0; i < body; ++i) dst[i] = Op::apply(a[i], b[i]);
   for (size_t i = body; i < count; ++i) dst[i] = Op::apply(a[i], b[i]);
+}
+
+// data[i] = data[i] op data[i]: reduce_into with src == dst, which into_loop's __restrict forbids.
+template <class T, class Op>
+void self_loop(T* __restrict data, size_t count) {
+  const size_t body = vector_body(count);
+  for (size_t i = 0; i < body; ++i) data[i] = Op::apply(data[i], data[i]);
+  for (size_t i = body; i < count; ++i) data[i] = Op::apply(data[i], data[i]);
 }
 
 // data[i] /= divisor: true division for floats, truncation toward zero for integers. D is T for

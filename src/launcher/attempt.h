@@ -16,11 +16,11 @@ struct RankExit {
   int rank = 0;
   int local_rank = 0;
   pid_t pid = -1;
-  int exit_code = 0;  // when signal == 0
-  int signal = 0;     // the signal that killed it; 0 if it exited
-  bool stopped_by_launcher = false;  // the launcher had signalled it before it ended
+  int exit_code = 0;                           // when signal == 0
+  int signal = 0;                              // the signal that killed it; 0 if it exited
+  bool stopped_by_launcher = false;            // the launcher had signalled it before it ended
   std::chrono::system_clock::time_point time;  // when the launcher saw it end
-  std::vector<std::string> stderr_tail;         // its last stderr lines
+  std::vector<std::string> stderr_tail;        // its last stderr lines
 
   bool failed() const { return signal != 0 || exit_code != 0; }
   // The launcher's exit code for this failure: the exit code, or 128 + signal.
@@ -32,13 +32,16 @@ struct RemoteFailure {
   int node_rank = 0;
   int exit_code = 1;  // the code that node's launcher exits with
   std::string what;   // one line, e.g. "rank 5 (local rank 1) exited with code 3 on host-b"
+  // False when the job must end rather than restart (that node's launcher was interrupted, or
+  // node 0's store is gone).
+  bool restartable = true;
 };
 
 enum class AttemptEnd {
-  succeeded,       // every local rank exited 0
-  failed,          // a local rank failed: root_cause is set
-  remote_failed,   // another node failed: remote is set
-  interrupted,     // the launcher got SIGINT/SIGTERM/...: signal is set
+  succeeded,      // every local rank exited 0
+  failed,         // a local rank failed: root_cause is set
+  remote_failed,  // another node failed: remote is set
+  interrupted,    // the launcher got SIGINT/SIGTERM/...: signal is set
 };
 
 struct AttemptResult {
@@ -50,8 +53,5 @@ struct AttemptResult {
   int signal = 0;
   std::string host;  // this node's hostname
 };
-
-// One line: "rank 3 (local rank 1) exited with code 2" / "... was killed by SIGKILL".
-std::string describe_exit(const RankExit& exit);
 
 }  // namespace lockstep::launcher

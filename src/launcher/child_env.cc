@@ -20,7 +20,8 @@ std::vector<std::string> child_environment(const RankPlacement& placement,
       {"LOCKSTEP_RUN_ID", job.run_id},
       {"LOCKSTEP_USE_AGENT_STORE", "1"},
   };
-  if (job.omp_num_threads) ours.emplace_back("OMP_NUM_THREADS", std::to_string(*job.omp_num_threads));
+  if (job.omp_num_threads)
+    ours.emplace_back("OMP_NUM_THREADS", std::to_string(*job.omp_num_threads));
   std::set<std::string> replaced;
   for (const auto& [name, value] : ours) replaced.insert(name);
 

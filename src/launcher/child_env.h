@@ -19,12 +19,12 @@ struct RankPlacement {
 
 // What every rank of one attempt shares.
 struct JobEnvironment {
-  std::string master_addr;               // MASTER_ADDR
-  int master_port = 0;                   // MASTER_PORT: the store the launcher on node 0 hosts
-  int restart_count = 0;                 // LOCKSTEP_RESTART_COUNT: attempt number, from 0
-  int max_restarts = 0;                  // LOCKSTEP_MAX_RESTARTS
-  std::string run_id;                    // LOCKSTEP_RUN_ID
-  std::optional<int> omp_num_threads;    // OMP_NUM_THREADS, when the launcher sets it
+  std::string master_addr;             // MASTER_ADDR
+  int master_port = 0;                 // MASTER_PORT: the store the launcher on node 0 hosts
+  int restart_count = 0;               // LOCKSTEP_RESTART_COUNT: attempt number, from 0
+  int max_restarts = 0;                // LOCKSTEP_MAX_RESTARTS
+  std::string run_id;                  // LOCKSTEP_RUN_ID
+  std::optional<int> omp_num_threads;  // OMP_NUM_THREADS, when the launcher sets it
 };
 
 // Returns "NAME=value" strings: `base` (e.g. environ) with the launcher's variables replaced.

@@ -21,7 +21,8 @@ struct Pipe {
 Pipe make_pipe(const std::string& program) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0)
-    throw Error(detail::concat("cannot start ", program, ": pipe failed: ", net::errno_text(errno)));
+    throw Error(
+        detail::concat("cannot start ", program, ": pipe failed: ", net::errno_text(errno)));
   return Pipe{net::Fd(fds[0]), net::Fd(fds[1])};
 }
 
@@ -70,17 +71,19 @@ StartedChild start_child(const ChildSpec& spec) {
   std::vector<char*> argv = c_strings(spec.argv), envp = c_strings(spec.env);
   pid_t launcher = ::getpid();
   pid_t pid = ::fork();
-  if (pid < 0) throw Error(detail::concat("cannot start ", spec.path, ": fork failed: ",
-                                          net::errno_text(errno)));
+  if (pid < 0)
+    throw Error(
+        detail::concat("cannot start ", spec.path, ": fork failed: ", net::errno_text(errno)));
   if (pid == 0)
-    exec_child(spec, argv.data(), envp.data(), launcher, out.write_end.get(),
-               err.write_end.get(), status.write_end.get());
+    exec_child(spec, argv.data(), envp.data(), launcher, out.write_end.get(), err.write_end.get(),
+               status.write_end.get());
   ::setpgid(pid, pid);  // also here, so the group exists before start_child returns
   status.write_end.reset();
   int e = exec_errno(status.read_end.get());
   if (e != 0) {
     ::waitpid(pid, nullptr, 0);
-    throw Error(detail::concat("cannot start ", spec.path, ": execve failed: ", net::errno_text(e)));
+    throw Error(
+        detail::concat("cannot start ", spec.path, ": execve failed: ", net::errno_text(e)));
   }
   ::fcntl(out.read_end.get(), F_SETFL, O_NONBLOCK);
   ::fcntl(err.read_end.get(), F_SETFL, O_NONBLOCK);

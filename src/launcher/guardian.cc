@@ -29,8 +29,10 @@ constexpr int32_t kDismiss = 0;
     if (n < 0 && errno == EINTR) continue;
     if (n == sizeof(message) && message == kDismiss) ::_exit(0);
     if (n != sizeof(message)) break;  // EOF: the launcher died
-    if (message > 0) groups.insert(message);
-    else groups.erase(-message);
+    if (message > 0)
+      groups.insert(message);
+    else
+      groups.erase(-message);
   }
   for (pid_t pgid : groups) ::kill(-pgid, SIGKILL);
   ::_exit(0);
@@ -43,8 +45,8 @@ Guardian::Guardian() {
   if (::pipe2(fds, O_CLOEXEC) != 0)
     throw Error("cannot start the launcher's guardian: pipe failed: " + net::errno_text(errno));
   pid_ = ::fork();
-  if (pid_ < 0) throw Error("cannot start the launcher's guardian: fork failed: " +
-                            net::errno_text(errno));
+  if (pid_ < 0)
+    throw Error("cannot start the launcher's guardian: fork failed: " + net::errno_text(errno));
   if (pid_ == 0) {
     ::close(fds[1]);
     // Every other descriptor of the launcher, above all other write ends, must be closed here.
@@ -62,8 +64,12 @@ Guardian::~Guardian() {
   if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
 }
 
-void Guardian::watch(pid_t pgid) { send(pgid); }
-void Guardian::forget(pid_t pgid) { send(-pgid); }
+void Guardian::watch(pid_t pgid) {
+  send(pgid);
+}
+void Guardian::forget(pid_t pgid) {
+  send(-pgid);
+}
 
 void Guardian::send(int32_t message) {
   // A dead guardian (EPIPE; SIGPIPE is ignored) only loses the safety net: keep going.

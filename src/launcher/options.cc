@@ -22,8 +22,8 @@ int parse_int(std::string_view option, std::string_view text, int min, int max) 
   if (ec != std::errc() || end != text.data() + text.size() || text.empty())
     throw UsageError(detail::concat("--", option, ": '", text, "' is not a whole number"));
   if (value < min || value > max)
-    throw UsageError(detail::concat("--", option, " ", value, " is out of range: give a number in [",
-                                    min, ", ", max, "]"));
+    throw UsageError(detail::concat("--", option, " ", value,
+                                    " is out of range: give a number in [", min, ", ", max, "]"));
   return value;
 }
 
@@ -32,8 +32,8 @@ milliseconds parse_seconds(std::string_view option, std::string_view text) {
   char* end = nullptr;
   double seconds = std::strtod(copy.c_str(), &end);
   if (copy.empty() || *end != '\0' || !std::isfinite(seconds) || seconds < 0 || seconds > 1e7)
-    throw UsageError(detail::concat("--", option, ": '", text,
-                                    "' is not a number of seconds (e.g. 30 or 0.5)"));
+    throw UsageError(
+        detail::concat("--", option, ": '", text, "' is not a number of seconds (e.g. 30 or 0.5)"));
   return milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
 }
 
@@ -53,8 +53,8 @@ StreamSelection parse_selection(std::string_view option, std::string_view text) 
     std::string_view item = text.substr(0, comma);
     auto colon = item.find(':');
     if (colon == std::string_view::npos)
-      throw UsageError(detail::concat("--", option, ": '", item,
-                                      "' is not LOCAL_RANK:STREAMS (e.g. 0:3,1:2)"));
+      throw UsageError(
+          detail::concat("--", option, ": '", item, "' is not LOCAL_RANK:STREAMS (e.g. 0:3,1:2)"));
     int rank = parse_int(option, item.substr(0, colon), 0, 1 << 20);
     selection.per_local_rank[rank] = parse_streams(option, item.substr(colon + 1));
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
@@ -81,7 +81,8 @@ struct OptionSpec {
 };
 
 constexpr OptionSpec kOptions[] = {
-    {"nproc-per-node", "N|auto", "processes to start on this node; auto = number of CPU cores (default 1)",
+    {"nproc-per-node", "N|auto",
+     "processes to start on this node; auto = number of CPU cores (default 1)",
      [](LaunchOptions& o, std::string_view v) {
        o.nproc_per_node = v == "auto" ? usable_cores() : parse_int("nproc-per-node", v, 1, 1 << 16);
      }},
@@ -92,32 +93,48 @@ constexpr OptionSpec kOptions[] = {
        o.nnodes = parse_int("nnodes", v, 1, 1 << 16);
      }},
     {"node-rank", "R", "this node's rank in [0, nnodes) (default 0)",
-     [](LaunchOptions& o, std::string_view v) { o.node_rank = parse_int("node-rank", v, 0, 1 << 16); }},
+     [](LaunchOptions& o, std::string_view v) {
+       o.node_rank = parse_int("node-rank", v, 0, 1 << 16);
+     }},
     {"master-addr", "HOST", "address of node 0, whose launcher hosts the store (default 127.0.0.1)",
      [](LaunchOptions& o, std::string_view v) { o.master_addr = std::string(v); }},
-    {"master-port", "PORT", "port of the store on node 0; 0 picks a free one (one node only; default 29500)",
-     [](LaunchOptions& o, std::string_view v) { o.master_port = parse_int("master-port", v, 0, 65535); }},
+    {"master-port", "PORT",
+     "port of the store on node 0; 0 picks a free one (one node only; default 29500)",
+     [](LaunchOptions& o, std::string_view v) {
+       o.master_port = parse_int("master-port", v, 0, 65535);
+     }},
     {"standalone", nullptr, "single-node job on 127.0.0.1 with a free port",
      [](LaunchOptions& o, std::string_view) { o.standalone = true; }},
     {"max-restarts", "K", "restart the whole local group up to K times after a failure (default 0)",
-     [](LaunchOptions& o, std::string_view v) { o.max_restarts = parse_int("max-restarts", v, 0, 1 << 20); }},
+     [](LaunchOptions& o, std::string_view v) {
+       o.max_restarts = parse_int("max-restarts", v, 0, 1 << 20);
+     }},
     {"monitor-interval", "SECONDS", "how often children and other nodes are checked (default 0.1)",
      [](LaunchOptions& o, std::string_view v) {
        o.monitor_interval = std::max(milliseconds(1), parse_seconds("monitor-interval", v));
      }},
     {"rdzv-timeout", "SECONDS", "how long nodes wait for each other at each attempt (default 300)",
-     [](LaunchOptions& o, std::string_view v) { o.rdzv_timeout = parse_seconds("rdzv-timeout", v); }},
-    {"term-timeout", "SECONDS", "grace period between SIGTERM and SIGKILL when stopping ranks (default 10)",
-     [](LaunchOptions& o, std::string_view v) { o.term_timeout = parse_seconds("term-timeout", v); }},
+     [](LaunchOptions& o, std::string_view v) {
+       o.rdzv_timeout = parse_seconds("rdzv-timeout", v);
+     }},
+    {"term-timeout", "SECONDS",
+     "grace period between SIGTERM and SIGKILL when stopping ranks (default 10)",
+     [](LaunchOptions& o, std::string_view v) {
+       o.term_timeout = parse_seconds("term-timeout", v);
+     }},
     {"run-id", "ID", "job id given to every rank as LOCKSTEP_RUN_ID (default: node 0 picks one)",
      [](LaunchOptions& o, std::string_view v) { o.run_id = std::string(v); }},
     {"log-dir", "DIR", "write each rank's output to DIR/attempt_N/rank_R.log, per attempt",
      [](LaunchOptions& o, std::string_view v) { o.log_dir = std::string(v); }},
-    {"tee", "S", "also copy streams S to the log files: 0 none, 1 stdout, 2 stderr, 3 both; or 0:3,1:1 per local rank",
+    {"tee", "S",
+     "also copy streams S to the log files: 0 none, 1 stdout, 2 stderr, 3 both; or 0:3,1:1 per "
+     "local rank",
      [](LaunchOptions& o, std::string_view v) { o.tee = parse_selection("tee", v); }},
-    {"redirects", "S", "send streams S to the log files only, not the console (values as for --tee)",
+    {"redirects", "S",
+     "send streams S to the log files only, not the console (values as for --tee)",
      [](LaunchOptions& o, std::string_view v) { o.redirects = parse_selection("redirects", v); }},
-    {"local-ranks-filter", "R,R,...", "show only these local ranks' output on the console (files get all)",
+    {"local-ranks-filter", "R,R,...",
+     "show only these local ranks' output on the console (files get all)",
      [](LaunchOptions& o, std::string_view v) {
        o.local_ranks_filter = parse_rank_list("local-ranks-filter", v);
      }},
@@ -164,8 +181,8 @@ LaunchOptions parse_launch_options(std::span<const std::string> args) {
     if (name == "h") name = "help";
     const OptionSpec* spec = find_option(name);
     if (!spec)
-      throw UsageError(detail::concat("unknown option '", arg,
-                                      "'; see 'lockstep run --help' for the options"));
+      throw UsageError(
+          detail::concat("unknown option '", arg, "'; see 'lockstep run --help' for the options"));
     if (spec->value_name && !value) {
       if (i + 1 >= args.size())
         throw UsageError(detail::concat("--", name, " needs a value (", spec->value_name, ")"));
@@ -182,15 +199,19 @@ LaunchOptions parse_launch_options(std::span<const std::string> args) {
 std::string launch_help() {
   std::string text =
       "usage: lockstep run [options] [--] PROGRAM [ARGS...]\n\n"
-      "Starts --nproc-per-node copies of PROGRAM on this node and supervises them. Each gets RANK,\n"
+      "Starts --nproc-per-node copies of PROGRAM on this node and supervises them. Each gets "
+      "RANK,\n"
       "LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,\n"
-      "LOCKSTEP_RESTART_COUNT, LOCKSTEP_MAX_RESTARTS, LOCKSTEP_RUN_ID and LOCKSTEP_USE_AGENT_STORE.\n\n"
+      "LOCKSTEP_RESTART_COUNT, LOCKSTEP_MAX_RESTARTS, LOCKSTEP_RUN_ID and "
+      "LOCKSTEP_USE_AGENT_STORE.\n\n"
       "options:\n";
   for (const auto& spec : kOptions) {
     std::string left = std::string("  --") + spec.name;
     if (spec.value_name) left += std::string(" ") + spec.value_name;
-    if (left.size() < 30) left.resize(30, ' ');
-    else left += "  ";
+    if (left.size() < 30)
+      left.resize(30, ' ');
+    else
+      left += "  ";
     text += left + spec.help + "\n";
   }
   return text;

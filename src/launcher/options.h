@@ -24,8 +24,12 @@ class UsageError : public InvalidArgument {
 
 // Which of a child's streams a --tee or --redirects setting covers (torchrun's 0..3).
 enum class Streams : uint8_t { none = 0, out = 1, err = 2, both = 3 };
-inline bool covers_out(Streams s) { return (static_cast<int>(s) & 1) != 0; }
-inline bool covers_err(Streams s) { return (static_cast<int>(s) & 2) != 0; }
+inline bool covers_out(Streams s) {
+  return (static_cast<int>(s) & 1) != 0;
+}
+inline bool covers_err(Streams s) {
+  return (static_cast<int>(s) & 2) != 0;
+}
 
 // A --tee / --redirects value: one setting for every local rank ("3"), or per local rank
 // ("0:3,1:2"; local ranks not named get none).
@@ -38,25 +42,25 @@ struct StreamSelection {
 };
 
 struct LaunchOptions {
-  int nproc_per_node = 1;                // processes on this node
-  int nnodes = 1;                        // nodes in the job
-  int node_rank = 0;                     // this node, in [0, nnodes)
-  std::string master_addr = "127.0.0.1"; // node 0's address (its launcher hosts the store)
-  int master_port = 29500;               // the store's port; 0 picks a free one (one node only)
-  bool standalone = false;               // one node, 127.0.0.1 and a free port
-  int max_restarts = 0;                  // restarts of the whole local group after a failure
+  int nproc_per_node = 1;                 // processes on this node
+  int nnodes = 1;                         // nodes in the job
+  int node_rank = 0;                      // this node, in [0, nnodes)
+  std::string master_addr = "127.0.0.1";  // node 0's address (its launcher hosts the store)
+  int master_port = 29500;                // the store's port; 0 picks a free one (one node only)
+  bool standalone = false;                // one node, 127.0.0.1 and a free port
+  int max_restarts = 0;                   // restarts of the whole local group after a failure
   std::chrono::milliseconds monitor_interval{100};  // how often children and peers are checked
   std::chrono::milliseconds rdzv_timeout{300'000};  // deadline for all nodes to arrive
   std::chrono::milliseconds term_timeout{10'000};   // SIGTERM-to-SIGKILL grace period
-  std::string run_id;                    // LOCKSTEP_RUN_ID; empty: node 0 makes one up
-  std::string log_dir;                   // DIR/attempt_N/rank_R.log; empty: no files
-  StreamSelection tee;                   // streams copied to the log files too
-  StreamSelection redirects;             // streams sent to the log files only
-  std::set<int> local_ranks_filter;      // local ranks shown on the console; empty: all
-  bool help = false;                     // --help: print the options and exit 0
+  std::string run_id;                               // LOCKSTEP_RUN_ID; empty: node 0 makes one up
+  std::string log_dir;                              // DIR/attempt_N/rank_R.log; empty: no files
+  StreamSelection tee;                              // streams copied to the log files too
+  StreamSelection redirects;                        // streams sent to the log files only
+  std::set<int> local_ranks_filter;                 // local ranks shown on the console; empty: all
+  bool help = false;                                // --help: print the options and exit 0
 
-  std::vector<std::string> program;      // PROGRAM ARGS... as given
-  std::string program_path;              // PROGRAM resolved (set by check_launch_options)
+  std::vector<std::string> program;  // PROGRAM ARGS... as given
+  std::string program_path;          // PROGRAM resolved (set by check_launch_options)
 };
 
 // Parses the arguments after `run`. The program starts at the first argument that is not an

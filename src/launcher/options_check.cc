@@ -24,8 +24,8 @@ FileKind classify(const std::string& path) {
 void require_executable(const std::string& path, const std::string& shown) {
   switch (classify(path)) {
     case FileKind::missing:
-      throw UsageError(detail::concat("program '", shown, "' does not exist (", std::strerror(ENOENT),
-                                      "); check the path"));
+      throw UsageError(detail::concat("program '", shown, "' does not exist (",
+                                      std::strerror(ENOENT), "); check the path"));
     case FileKind::directory:
       throw UsageError(detail::concat("program '", shown, "' is a directory, not a program"));
     case FileKind::not_executable:

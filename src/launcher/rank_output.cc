@@ -33,7 +33,8 @@ std::vector<std::string> LineSplitter::finish() {
 }
 
 RankOutput::RankOutput(int rank, OutputRoute route, net::Fd log_file)
-    : prefix_("[rank" + std::to_string(rank) + "]: "), route_(route),
+    : prefix_("[rank" + std::to_string(rank) + "]: "),
+      route_(route),
       log_file_(std::move(log_file)) {}
 
 void RankOutput::write(StreamKind stream, std::string_view bytes) {

@@ -57,7 +57,9 @@ SignalCatcher::~SignalCatcher() {
   g_pipe[0] = g_pipe[1] = -1;
 }
 
-int SignalCatcher::fd() const { return g_pipe[0]; }
+int SignalCatcher::fd() const {
+  return g_pipe[0];
+}
 
 std::vector<int> SignalCatcher::drain() {
   std::vector<int> termination;

@@ -32,7 +32,7 @@ struct AttemptPlan {
   int node_rank = 0;
   int rank_offset = 0;  // global rank of local rank 0
   int world_size = 1;
-  int nproc = 1;        // local ranks
+  int nproc = 1;  // local ranks
   JobEnvironment job;
   std::string program_path;
   std::vector<std::string> argv;
@@ -64,7 +64,7 @@ class Supervisor {
   void pump(std::chrono::milliseconds wait);
   void read_pipe(Slot& slot, StreamKind stream);
   void reap();
-  void on_exit(Slot& slot, int status);
+  void on_exit(size_t index, int status);
   void handle_signals();
   void check_remote();
   void begin_stop(int sig);

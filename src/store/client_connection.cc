@@ -46,9 +46,10 @@ void ClientConnection::handshake(Deadline deadline) {
       in_.append(scratch_.get(), receive_some("handshake", deadline));
   } catch (const NetworkError&) {
     throw NetworkError(detail::concat(
-        where_, " closed the connection during the handshake: it is not a lockstep store, or "
-                "runs a different lockstep version. Check MASTER_ADDR/MASTER_PORT and that every "
-                "process uses the same lockstep build."));
+        where_,
+        " closed the connection during the handshake: it is not a lockstep store, or "
+        "runs a different lockstep version. Check MASTER_ADDR/MASTER_PORT and that every "
+        "process uses the same lockstep build."));
   }
   if (in_.compare(0, expected.size(), expected) != 0)
     throw NetworkError(detail::concat(

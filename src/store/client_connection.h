@@ -25,8 +25,7 @@ class ClientConnection {
 
   // Sends request and returns its reply. `op` names the call in errors. TimeoutError when no
   // reply arrives by deadline; NetworkError when the connection fails or is closed.
-  store_proto::Message call(const char* op, const store_proto::Message& request,
-                            Deadline deadline);
+  store_proto::Message call(const char* op, const store_proto::Message& request, Deadline deadline);
 
   // "lockstep store server at host:port", for messages.
   const std::string& where() const { return where_; }

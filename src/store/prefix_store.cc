@@ -36,15 +36,21 @@ std::string PrefixStore::compare_set(const std::string& key, std::string_view ex
   return base_->compare_set(full(key), expected, desired);
 }
 
-bool PrefixStore::check(const std::vector<std::string>& keys) { return base_->check(full(keys)); }
+bool PrefixStore::check(const std::vector<std::string>& keys) {
+  return base_->check(full(keys));
+}
 
 void PrefixStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   base_->wait(full(keys), resolve(timeout));
 }
 
-bool PrefixStore::delete_key(const std::string& key) { return base_->delete_key(full(key)); }
+bool PrefixStore::delete_key(const std::string& key) {
+  return base_->delete_key(full(key));
+}
 
-int64_t PrefixStore::num_keys() { return base_->num_keys(); }
+int64_t PrefixStore::num_keys() {
+  return base_->num_keys();
+}
 
 std::vector<std::string> PrefixStore::multi_get(const std::vector<std::string>& keys,
                                                 std::chrono::milliseconds timeout) {

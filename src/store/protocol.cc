@@ -78,8 +78,8 @@ bool valid_request_shape(uint8_t code, uint32_t count) {
 }
 
 const char* command_name(uint8_t code) {
-  constexpr const char* kNames[] = {"?",     "set",        "get",      "add",
-                                    "compare_set", "check", "wait",     "delete_key",
+  constexpr const char* kNames[] = {"?",           "set",       "get",      "add",
+                                    "compare_set", "check",     "wait",     "delete_key",
                                     "num_keys",    "multi_get", "multi_set"};
   return code < std::size(kNames) ? kNames[code] : "?";
 }
@@ -111,8 +111,8 @@ MessageParser::Result MessageParser::on_header() {
     return fail(detail::concat("malformed request: command ", int(message_.code), " (",
                                command_name(message_.code), ") with ", count_, " strings"));
   if (count_ > kMaxStringsPerMessage)
-    return fail(detail::concat("message carries ", count_, " strings (limit ",
-                               kMaxStringsPerMessage, ")"));
+    return fail(
+        detail::concat("message carries ", count_, " strings (limit ", kMaxStringsPerMessage, ")"));
   message_.strings.reserve(std::min<uint32_t>(count_, 1024));
   return next_string_or_done();
 }

@@ -69,8 +69,8 @@ void StoreService::handle_blocking(uint64_t conn, Message& request) {
   auto command = static_cast<Command>(request.code);
   auto missing = missing_keys(data_, request.strings);
   if (missing.empty()) return reply_values(conn, command, request.strings);
-  auto timeout = std::clamp(std::chrono::milliseconds(request.number),
-                            std::chrono::milliseconds(0), kMaxWait);
+  auto timeout =
+      std::clamp(std::chrono::milliseconds(request.number), std::chrono::milliseconds(0), kMaxWait);
   if (timeout.count() == 0)
     return reply(conn, Status::timed_out, timeout.count(), std::move(missing));
   auto deadline = deadlines_.emplace(Clock::now() + timeout, conn);

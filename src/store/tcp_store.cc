@@ -34,8 +34,8 @@ void check_key(const std::string& key) {
 
 void check_value(const std::string& key, size_t size) {
   LOCKSTEP_ENFORCE(size <= kMaxValueBytes, InvalidArgument, "TcpStore value of ", size,
-                   " bytes for key '", key.substr(0, 40), "' exceeds the limit of ",
-                   kMaxValueBytes, " bytes; split it over several keys");
+                   " bytes for key '", key.substr(0, 40), "' exceeds the limit of ", kMaxValueBytes,
+                   " bytes; split it over several keys");
 }
 
 void check_keys(const std::vector<std::string>& keys) {
@@ -81,8 +81,8 @@ Message TcpStore::Impl::call(const char* op, const Message& req, milliseconds ti
       throw NetworkError(detail::concat("store ", op, ": ", conn->where(),
                                         " sent an unknown status ", int(reply.code)));
   }
-  LOCKSTEP_ENFORCE(reply.strings.size() == strings, NetworkError, "store ", op, ": ",
-                   conn->where(), " sent ", reply.strings.size(), " strings, expected ", strings);
+  LOCKSTEP_ENFORCE(reply.strings.size() == strings, NetworkError, "store ", op, ": ", conn->where(),
+                   " sent ", reply.strings.size(), " strings, expected ", strings);
   return reply;
 }
 
@@ -100,9 +100,13 @@ TcpStore::TcpStore(const TcpStoreOptions& options) : impl_(std::make_unique<Impl
 
 TcpStore::~TcpStore() = default;
 
-uint16_t TcpStore::port() const { return impl_->port; }
+uint16_t TcpStore::port() const {
+  return impl_->port;
+}
 
-std::string TcpStore::local_address() const { return impl_->conn->local_address(); }
+std::string TcpStore::local_address() const {
+  return impl_->conn->local_address();
+}
 
 void TcpStore::set(const std::string& key, std::string_view value) {
   check_key(key);

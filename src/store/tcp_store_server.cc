@@ -67,7 +67,9 @@ TcpStoreServer::~TcpStoreServer() {
   impl_->thread.join();
 }
 
-uint16_t TcpStoreServer::port() const { return impl_->port; }
+uint16_t TcpStoreServer::port() const {
+  return impl_->port;
+}
 
 void TcpStoreServer::Impl::run() {
   std::vector<pollfd> fds;
@@ -159,8 +161,8 @@ void TcpStoreServer::Impl::drop_dead() {
       ++it;
       continue;
     }
-    log_info("store server on port ", port, ": dropped connection from ", it->second->peer(),
-             ": ", it->second->reason());
+    log_info("store server on port ", port, ": dropped connection from ", it->second->peer(), ": ",
+             it->second->reason());
     service.forget(it->first);
     it = conns.erase(it);
   }

@@ -61,6 +61,8 @@ inline double tagged(DType t, int r, size_t i) {
   if (t == DType::u8) return static_cast<double>((r * 29 + static_cast<int>(i % 211)) % 250);
   if (t == DType::f16 || t == DType::bf16)  // exact: integers up to 256
     return static_cast<double>((r * 31 + static_cast<int>(i % 199)) % 256);
+  if (t == DType::f32)  // exact: integers below 2^24
+    return r * 100003.0 + static_cast<double>(i % 100003);
   return r * 1000003.0 + static_cast<double>(i % 1000003);
 }
 

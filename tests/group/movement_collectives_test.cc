@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "group/closed_forms.h"
+#include "lockstep/core/error.h"
 #include "support/spawn.h"
 
 namespace lockstep::testing {

@@ -56,6 +56,8 @@ class Connection {
   bool has_recvs() const { return !recvs_.empty(); }
   // Whether a receive can progress without the socket (stashed bytes of a closed peer).
   bool has_stashed_input() const { return stash_pos_ < stash_.size() || (!open() && has_recvs()); }
+  // Whether the incoming stream is between frames (nothing of a frame has been read).
+  bool at_frame_boundary() const { return !in_payload_ && header_got_ == 0; }
   size_t pending_recvs() const { return recvs_.size(); }
   size_t pending_sends() const { return sends_.size(); }
 

@@ -1,0 +1,63 @@
+# Sourced by scripts/main.sh and scripts/test.sh (not run on its own).
+#
+# lockstep_setup [TARGET...]: installs the Debian packages lockstep needs (only those missing),
+# configures ./build with CMake and Ninja the first time, then builds incrementally: TARGETs, or
+# everything when none are given. Meant for Debian 12, run as root (or with sudo available).
+#
+# Settings (environment): LOCKSTEP_BUILD_DIR (default: <repo>/build), LOCKSTEP_BUILD_TYPE (default
+# RelWithDebInfo, used when configuring), LOCKSTEP_JOBS (default: nproc).
+
+LOCKSTEP_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LOCKSTEP_BUILD_DIR="${LOCKSTEP_BUILD_DIR:-$LOCKSTEP_ROOT/build}"
+
+# Debian packages needed to build and test. Later parts of the project append theirs here
+# (libtorch-dev, libopenmpi-dev, dataset-fashion-mnist).
+LOCKSTEP_APT_PACKAGES=(
+  cmake
+  ninja-build
+  g++
+  libgtest-dev
+  libgmock-dev
+  pkg-config
+  zlib1g-dev
+  libbenchmark-dev
+)
+
+lockstep_package_installed() {
+  dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'
+}
+
+lockstep_install_packages() {
+  local missing=() package
+  for package in "${LOCKSTEP_APT_PACKAGES[@]}"; do
+    lockstep_package_installed "$package" || missing+=("$package")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  echo "lockstep setup: installing missing Debian packages: ${missing[*]}"
+  local sudo=()
+  if [[ "$(id -u)" != 0 ]]; then
+    if ! command -v sudo >/dev/null; then
+      echo "lockstep setup: error: packages ${missing[*]} are missing; run as root or install them" >&2
+      return 1
+    fi
+    sudo=(sudo)
+  fi
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+    "${missing[@]}"
+}
+
+lockstep_build() {
+  if [[ ! -f "$LOCKSTEP_BUILD_DIR/build.ninja" ]]; then
+    cmake -S "$LOCKSTEP_ROOT" -B "$LOCKSTEP_BUILD_DIR" -G Ninja \
+      -DCMAKE_BUILD_TYPE="${LOCKSTEP_BUILD_TYPE:-RelWithDebInfo}"
+  fi
+  local targets=()
+  (($# > 0)) && targets=(--target "$@")
+  cmake --build "$LOCKSTEP_BUILD_DIR" -j "${LOCKSTEP_JOBS:-$(nproc)}" "${targets[@]}"
+}
+
+lockstep_setup() {
+  lockstep_install_packages
+  lockstep_build "$@"
+}

@@ -1,0 +1,91 @@
+// TcpBackend: runs each op with run_collective over a TcpTransport, and turns a failure on this
+// rank into abort frames (and a store note) so that every peer fails fast with the root cause.
+#include "backends/tcp/backend.h"
+
+#include "algorithms/algorithms.h"
+#include "backends/tcp/mesh.h"
+#include "backends/tcp/peer_errors.h"
+#include "backends/tcp/tcp_transport.h"
+#include "lockstep/core/error.h"
+#include "net/socket.h"
+
+namespace lockstep {
+
+namespace {
+
+// SO_SNDBUF/SO_RCVBUF of every data socket (docs/algorithms.md: measured on loopback).
+constexpr int kSocketBufferBytes = 4 * 1024 * 1024;
+
+class TcpBackend final : public Backend {
+ public:
+  explicit TcpBackend(const GroupConfig& config) : config_(config) {
+    std::string host = config.hostname.empty() ? net::hostname() : config.hostname;
+    auto conns = connect_mesh({.group = config.name,
+                               .rank = config.rank,
+                               .size = config.size,
+                               .store = config.store,
+                               .advertise_address = config.advertise_address,
+                               .hostname = host,
+                               .socket_buffer_bytes = kSocketBufferBytes,
+                               .deadline = Deadline::after(config.timeout)});
+    transport_ = std::make_unique<TcpTransport>(std::move(conns),
+                                                TransportIdentity{.group = config.name,
+                                                                  .rank = config.rank,
+                                                                  .size = config.size,
+                                                                  .hostname = host,
+                                                                  .store = config.store});
+  }
+
+  const std::string& name() const override { return name_; }
+
+  void run(const Op& op) override {
+    if (aborted_)
+      throw_as(abort_class_, detail::concat(op.name(), ": the group is broken: ", abort_reason_));
+    try {
+      transport_->begin_op(op);
+      run_collective(*transport_, scratch_, op);
+      transport_->end_op();
+    } catch (const Error& e) {
+      abort_with(error_class_of(e), e.what());
+      throw;
+    }
+  }
+
+  void abort(const std::string& reason) override { abort_with(ErrorClass::network, reason); }
+
+  void shutdown(Deadline deadline) override {
+    if (aborted_ || shut_down_) return;
+    shut_down_ = true;
+    transport_->goodbye(deadline);
+  }
+
+ private:
+  void abort_with(ErrorClass error_class, const std::string& reason) {
+    if (aborted_) return;
+    aborted_ = true;
+    abort_class_ = error_class;
+    abort_reason_ = reason;
+    // The note first: a peer that only sees our socket close looks there for the reason.
+    if (config_.store)
+      write_abort_note(*config_.store, config_.name, config_.rank,
+                       config_.hostname.empty() ? net::hostname() : config_.hostname, reason);
+    transport_->abort(error_class, reason);
+  }
+
+  const std::string name_ = "tcp";
+  GroupConfig config_;
+  std::unique_ptr<TcpTransport> transport_;
+  Scratch scratch_;
+  bool aborted_ = false;
+  bool shut_down_ = false;
+  ErrorClass abort_class_ = ErrorClass::network;
+  std::string abort_reason_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_tcp_backend(const GroupConfig& config) {
+  return std::make_unique<TcpBackend>(config);
+}
+
+}  // namespace lockstep

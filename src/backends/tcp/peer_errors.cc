@@ -1,0 +1,84 @@
+#include "backends/tcp/peer_errors.h"
+
+#include "lockstep/core/error.h"
+#include "net/socket.h"
+
+namespace lockstep {
+
+std::string abort_key(const std::string& group) { return group + "/abort"; }
+
+void write_abort_note(Store& store, const std::string& group, int rank, const std::string& host,
+                      const std::string& reason) {
+  try {
+    store.compare_set(abort_key(group), "",
+                      detail::concat("rank ", rank, " (host ", host, "): ", reason));
+  } catch (...) {
+    // The store may be gone with the rank that hosted it; the abort frames still tell the peers.
+  }
+}
+
+std::optional<std::string> read_abort_note(Store& store, const std::string& group,
+                                           std::chrono::milliseconds wait) {
+  try {
+    return store.get(abort_key(group), wait);
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+void throw_as(ErrorClass error_class, const std::string& message) {
+  switch (error_class) {
+    case ErrorClass::mismatch: throw MismatchError(message);
+    case ErrorClass::timeout: throw TimeoutError(message);
+    default: throw NetworkError(message);
+  }
+}
+
+ErrorClass error_class_of(const std::exception& e) {
+  if (dynamic_cast<const MismatchError*>(&e)) return ErrorClass::mismatch;
+  if (dynamic_cast<const TimeoutError*>(&e)) return ErrorClass::timeout;
+  if (dynamic_cast<const NetworkError*>(&e)) return ErrorClass::network;
+  return ErrorClass::other;
+}
+
+namespace {
+
+std::string lost_text(const PeerFailure& f, const PeerEvent& e) {
+  std::string how = e.kind == PeerEvent::reset
+                        ? "the connection was reset (" + net::errno_text(e.error) + ")"
+                        : "the connection closed without a goodbye";
+  if (e.mid_message) how += " in the middle of a message";
+  std::string s = detail::concat(f.op_name, ": lost connection to ", f.peer, ": ", how,
+                                 ", so the process exited, crashed or was killed.");
+  if (f.abort_note)
+    s += " The group was aborted by " + *f.abort_note;
+  else
+    s += detail::concat(" Check rank ", f.peer_rank,
+                        "'s output for its error; a SIGKILL is often the out-of-memory killer.");
+  return s;
+}
+
+}  // namespace
+
+void throw_peer_failure(const PeerFailure& f, const PeerEvent& e) {
+  switch (e.kind) {
+    case PeerEvent::closed:
+    case PeerEvent::reset: throw NetworkError(lost_text(f, e));
+    case PeerEvent::aborted:
+      throw_as(e.error_class,
+               detail::concat(f.peer, " aborted ", f.op_name, ": ",
+                              e.text.empty() ? std::string("(no reason received)") : e.text));
+    case PeerEvent::goodbye:
+      throw NetworkError(detail::concat(
+          f.peer, " shut down its process group while rank ", f.rank, " waits in ", f.op_name,
+          " (ranks called different numbers of collectives?). Fix: every rank must issue the same "
+          "collectives before destroying the group"));
+    case PeerEvent::garbage:
+      throw NetworkError(detail::concat(f.op_name, ": ", f.peer,
+                                        " sent bytes that are not a lockstep frame (", e.text,
+                                        "): the connection is corrupt. Restart the job"));
+  }
+  throw NetworkError(f.op_name + ": unknown connection event");
+}
+
+}  // namespace lockstep

@@ -1,0 +1,246 @@
+#include "backends/tcp/tcp_transport.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "backends/tcp/peer_errors.h"
+#include "lockstep/core/error.h"
+
+namespace lockstep {
+
+namespace {
+
+constexpr short kCloseEvents = POLLRDHUP | POLLHUP | POLLERR;
+// How long a rank that saw a peer vanish looks for the reason another rank left in the store.
+constexpr milliseconds kAbortNoteWait{150};
+
+}  // namespace
+
+TcpTransport::TcpTransport(std::vector<std::unique_ptr<Connection>> conns,
+                           TransportIdentity identity)
+    : conns_(std::move(conns)), id_(std::move(identity)) {}
+
+void TcpTransport::begin_op(const Op& op) {
+  op_ = &op;
+  op_started_ = Clock::now();
+  expected_ = data_header(op, 0);
+  finished_.clear();
+  outstanding_ = 0;
+}
+
+void TcpTransport::end_op() {
+  op_ = nullptr;
+  finished_.clear();
+  outstanding_ = 0;
+}
+
+std::string TcpTransport::op_name() const { return op_ ? op_->name() : "setup"; }
+
+std::string TcpTransport::peer_text(const PeerInfo& p) const {
+  std::string s = detail::concat("rank ", p.rank, " (host ", p.host);
+  if (p.pid > 0) s += detail::concat(", pid ", p.pid);
+  return s + ")";
+}
+
+Connection& TcpTransport::conn(int peer, const char* what) {
+  if (peer < 0 || peer >= id_.size || peer == id_.rank || !conns_[static_cast<size_t>(peer)])
+    throw InvalidArgument(detail::concat(op_name(), ": ", what, " to/from rank ", peer,
+                                         " on rank ", id_.rank, " (group of ", id_.size, ")"));
+  return *conns_[static_cast<size_t>(peer)];
+}
+
+Transport::Request TcpTransport::post_send(int peer, const void* data, size_t bytes) {
+  Connection& c = conn(peer, "post_send");
+  Request id = finished_.size();
+  finished_.push_back(0);
+  ++outstanding_;
+  MessageHeader h = expected_;
+  h.payload_bytes = bytes;
+  c.queue_send(h, data, id);
+  if (c.pending_sends() == 1) {  // the socket is probably writable: skip a poll round
+    done_.clear();
+    try {
+      c.pump_send(done_);
+    } catch (const PeerEvent& e) {
+      fail(c, e);
+    }
+    complete(done_);
+  }
+  return id;
+}
+
+Transport::Request TcpTransport::post_recv(int peer, void* data, size_t bytes) {
+  Connection& c = conn(peer, "post_recv");
+  Request id = finished_.size();
+  finished_.push_back(0);
+  ++outstanding_;
+  c.queue_recv(data, bytes, id);
+  return id;
+}
+
+void TcpTransport::wait(Request r) {
+  while (!finished_.at(r)) progress();
+}
+
+void TcpTransport::wait_all() {
+  while (outstanding_ > 0) progress();
+}
+
+void TcpTransport::complete(const std::vector<Request>& ids) {
+  for (Request id : ids) {
+    if (id < finished_.size() && !finished_[id]) {
+      finished_[id] = 1;
+      --outstanding_;
+    }
+  }
+}
+
+void TcpTransport::check_header(const Connection& c, const MessageHeader& got,
+                                uint64_t expected_bytes) const {
+  MessageHeader want = expected_;
+  want.payload_bytes = expected_bytes;
+  if (std::memcmp(&got, &want, sizeof(MessageHeader)) == 0) return;
+  if (auto text = header_mismatch(got, expected_bytes,
+                                  {.op = *op_, .rank = id_.rank, .peer = c.peer().rank}))
+    throw MismatchError(*text);
+}
+
+// Peers that closed after their goodbye: receives read the bytes they left behind, sends fail.
+void TcpTransport::pump_stashed() {
+  for (auto& c : conns_) {
+    if (!c || c->open() || (!c->has_recvs() && !c->has_sends())) continue;
+    done_.clear();
+    try {
+      if (c->has_recvs())
+        c->pump_recv(done_, [&](const MessageHeader& h, uint64_t n) { check_header(*c, h, n); });
+      if (c->has_sends()) c->pump_send(done_);
+    } catch (const PeerEvent& e) {
+      fail(*c, e);
+    }
+    complete(done_);
+  }
+}
+
+void TcpTransport::progress() {
+  if (op_ && op_->deadline.expired()) fail_timeout();
+  pump_stashed();
+  pollfds_.clear();
+  polled_.clear();
+  for (auto& c : conns_) {
+    if (!c || !c->open()) continue;
+    short events = POLLRDHUP;
+    if (c->has_recvs()) events |= POLLIN;
+    if (c->has_sends()) events |= POLLOUT;
+    pollfds_.push_back({c->fd(), events, 0});
+    polled_.push_back(c.get());
+  }
+  int timeout = op_ ? op_->deadline.poll_ms() : 1000;
+  int rc = ::poll(pollfds_.data(), pollfds_.size(), timeout);
+  if (rc < 0) {
+    if (errno == EINTR) return;
+    throw NetworkError(op_name() + ": poll failed: " + net::errno_text(errno));
+  }
+  for (size_t i = 0; i < pollfds_.size() && rc > 0; ++i) {
+    if (pollfds_[i].revents == 0) continue;
+    --rc;
+    service(*polled_[i], pollfds_[i].revents);
+  }
+}
+
+void TcpTransport::service(Connection& c, short revents) {
+  done_.clear();
+  try {
+    if ((revents & (POLLIN | kCloseEvents)) && c.has_recvs())
+      c.pump_recv(done_, [&](const MessageHeader& h, uint64_t n) { check_header(c, h, n); });
+    if ((revents & (POLLOUT | kCloseEvents)) && c.has_sends()) c.pump_send(done_);
+    if ((revents & kCloseEvents) && !c.has_recvs() && c.open()) {
+      if (auto e = c.inspect_close()) on_close_event(c, *e);
+    }
+  } catch (const PeerEvent& e) {
+    // A reset may hide the peer's abort frame in the bytes not yet read: prefer its reason.
+    if ((e.kind == PeerEvent::reset || e.kind == PeerEvent::closed) && c.open() &&
+        c.at_frame_boundary()) {
+      auto inspected = c.inspect_close();
+      if (inspected && inspected->kind == PeerEvent::aborted) fail(c, *inspected);
+    }
+    fail(c, e);
+  }
+  complete(done_);
+}
+
+// A peer's stream ended while this rank was not reading from it.
+void TcpTransport::on_close_event(Connection& c, const PeerEvent& e) {
+  if (e.kind == PeerEvent::goodbye && !c.has_sends()) return;  // orderly: fine unless needed later
+  fail(c, e);
+}
+
+void TcpTransport::fail(const Connection& c, const PeerEvent& e) const {
+  PeerFailure f{.op_name = op_name(),
+                .rank = id_.rank,
+                .peer = peer_text(c.peer()),
+                .peer_rank = c.peer().rank};
+  if ((e.kind == PeerEvent::closed || e.kind == PeerEvent::reset) && id_.store)
+    f.abort_note = read_abort_note(*id_.store, id_.group, kAbortNoteWait);
+  throw_peer_failure(f, e);
+}
+
+void TcpTransport::fail_timeout() const {
+  std::string waiting, sending;
+  for (const auto& c : conns_) {
+    if (!c) continue;
+    if (c->has_recvs())
+      waiting += detail::concat(waiting.empty() ? "" : ", ", peer_text(c->peer()), " (",
+                                c->pending_recvs(), " message(s))");
+    if (c->has_sends()) sending += (sending.empty() ? "" : ", ") + peer_text(c->peer());
+  }
+  auto elapsed = std::chrono::duration_cast<milliseconds>(Clock::now() - op_started_);
+  std::string s = detail::concat(op_->describe(), " timed out on rank ", id_.rank, " after ",
+                                 elapsed.count(), " ms");
+  if (!waiting.empty()) s += "; still waiting for data from " + waiting;
+  if (!sending.empty()) s += "; still sending to " + sending + " (not reading)";
+  s += ". A rank that never entered this op, or is stuck before it, causes this: check the other "
+       "ranks' output. If the op is merely slow, raise its timeout (or LOCKSTEP_TIMEOUT)";
+  throw TimeoutError(s);
+}
+
+void TcpTransport::abort(ErrorClass error_class, const std::string& reason) {
+  for (auto& c : conns_) {
+    if (!c || !c->open()) continue;
+    if (c->clear_queues()) c->try_send_control(FrameType::abort, error_class, reason);
+    c->shutdown_write();
+  }
+  end_op();
+}
+
+void TcpTransport::goodbye(Deadline deadline) {
+  std::vector<Connection*> reading, writing;
+  for (auto& c : conns_) {
+    if (!c) continue;
+    c->clear_queues();
+    if (c->open()) c->queue_send(control_header(FrameType::bye, 0), nullptr, 0);
+    reading.push_back(c.get());
+    if (c->open()) writing.push_back(c.get());
+  }
+  while (!deadline.expired()) {
+    std::erase_if(writing, [&](Connection* c) {
+      try {
+        done_.clear();
+        c->pump_send(done_);
+        return !c->has_sends();
+      } catch (const PeerEvent&) {
+        return true;
+      }
+    });
+    std::erase_if(reading, [](Connection* c) { return c->discard_until_goodbye(); });
+    if (reading.empty() && writing.empty()) break;
+    pollfds_.clear();
+    for (Connection* c : reading)
+      if (c->open()) pollfds_.push_back({c->fd(), POLLIN, 0});
+    for (Connection* c : writing) pollfds_.push_back({c->fd(), POLLOUT, 0});
+    if (::poll(pollfds_.data(), pollfds_.size(), deadline.poll_ms(100)) < 0 && errno != EINTR) break;
+  }
+  for (auto& c : conns_)
+    if (c) c->close();
+}
+
+}  // namespace lockstep

@@ -1,0 +1,90 @@
+// TcpTransport: the Transport of the tcp backend, over one non-blocking socket per peer.
+//
+// Progress: wait() runs a poll(2) loop over the sockets with queued work, writing header+payload
+// with sendmsg and reading payloads straight into the caller's buffers. Every round also watches
+// EVERY other peer's socket for a close (POLLRDHUP/POLLHUP/POLLERR), so a peer that dies while
+// this rank waits on someone else still fails the op at once, naming the dead rank and its host.
+//
+// Errors: a data header that differs from what this rank's op expects is a MismatchError; a peer
+// that closes without a goodbye is a NetworkError (with the reason another rank left in the store
+// key "<group>/abort", if any); a peer's abort frame rethrows the peer's error class and text; a
+// peer's goodbye while we still need it is a NetworkError; the op's deadline is a TimeoutError
+// naming the peers still owed data.
+//
+// Thread-safety: none; used by one thread (the group's progress thread) at a time.
+#pragma once
+
+#include <poll.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithms/transport.h"
+#include "backends/tcp/connection.h"
+#include "lockstep/store/store.h"
+
+namespace lockstep {
+
+struct TransportIdentity {
+  std::string group;
+  int rank = 0;
+  int size = 1;
+  std::string hostname;
+  std::shared_ptr<Store> store;  // for the "<group>/abort" note
+};
+
+class TcpTransport final : public Transport {
+ public:
+  // conns: one per rank, null at this rank's index (see connect_mesh).
+  TcpTransport(std::vector<std::unique_ptr<Connection>> conns, TransportIdentity identity);
+
+  int rank() const override { return id_.rank; }
+  int size() const override { return id_.size; }
+
+  // Makes op the current op: its identity goes into every header and error until end_op. Request
+  // ids are only valid within one op. op must outlive end_op.
+  void begin_op(const Op& op);
+  void end_op();
+
+  Request post_send(int peer, const void* data, size_t bytes) override;
+  Request post_recv(int peer, void* data, size_t bytes) override;
+  void wait(Request r) override;
+  void wait_all() override;
+
+  // After a failure: drops queued messages, sends an abort frame carrying (class, reason) to
+  // every peer whose stream is at a frame boundary, and ends our side of every stream. Best
+  // effort, never blocks, never throws.
+  void abort(ErrorClass error_class, const std::string& reason);
+  // Orderly end: sends bye to every peer, then discards what arrives until each peer has sent
+  // bye or closed, or the deadline passes; then closes every socket. Never throws.
+  void goodbye(Deadline deadline);
+
+  const PeerInfo& peer_info(int rank) const { return conns_[static_cast<size_t>(rank)]->peer(); }
+
+ private:
+  void progress();
+  void pump_stashed();
+  void service(Connection& c, short revents);
+  void on_close_event(Connection& c, const PeerEvent& e);
+  void complete(const std::vector<Request>& ids);
+  void check_header(const Connection& c, const MessageHeader& got, uint64_t expected_bytes) const;
+  Connection& conn(int peer, const char* what);
+  [[noreturn]] void fail(const Connection& c, const PeerEvent& e) const;
+  [[noreturn]] void fail_timeout() const;
+  std::string peer_text(const PeerInfo& p) const;
+  std::string op_name() const;
+
+  std::vector<std::unique_ptr<Connection>> conns_;
+  TransportIdentity id_;
+  const Op* op_ = nullptr;
+  Clock::time_point op_started_{};
+  MessageHeader expected_{};         // data_header(*op_, 0)
+  std::vector<uint8_t> finished_;    // per request id of the current op
+  size_t outstanding_ = 0;
+  std::vector<Request> done_;        // scratch for pump calls
+  std::vector<pollfd> pollfds_;
+  std::vector<Connection*> polled_;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,168 @@
+#include "launcher/launcher.h"
+
+#include <cstdlib>
+#include <memory>
+#include <optional>
+
+#include "launcher/child_env.h"
+#include "launcher/guardian.h"
+#include "launcher/log_files.h"
+#include "launcher/node_sync.h"
+#include "launcher/rank_output.h"
+#include "launcher/signals.h"
+#include "launcher/summary.h"
+#include "launcher/supervisor.h"
+#include "net/socket.h"
+
+namespace lockstep::launcher {
+namespace {
+
+void say(const std::string& line) {
+  write_all(2, "lockstep run: " + line + "\n");
+}
+
+// OMP_NUM_THREADS for the ranks when the user has not set it; says so once.
+std::optional<int> omp_threads(const LaunchOptions& o) {
+  if (std::getenv("OMP_NUM_THREADS")) return std::nullopt;
+  int cores = usable_cores();
+  int threads = default_omp_threads(cores, o.nproc_per_node);
+  say(detail::concat("OMP_NUM_THREADS is not set; giving each rank OMP_NUM_THREADS=", threads, " (",
+                     cores, " cores / ", o.nproc_per_node,
+                     " local ranks). Set it yourself to override."));
+  return threads;
+}
+
+class Launcher {
+ public:
+  explicit Launcher(const LaunchOptions& options)
+      : o_(options), omp_(omp_threads(options)), host_(net::hostname()) {}
+  int run();
+
+ private:
+  AttemptResult run_attempt(int attempt);
+  AttemptPlan plan_for(int attempt, const WorldLayout& layout) const;
+  void report(int attempt, const AttemptResult& result);
+  bool restartable(const AttemptResult& result) const;
+  SummaryContext context() const { return {o_.node_rank, run_id_, o_.max_restarts}; }
+
+  const LaunchOptions& o_;
+  Guardian guardian_;  // first: forked before any other thread exists
+  SignalCatcher signals_;
+  std::optional<int> omp_;
+  std::string host_;
+  std::string log_root_;
+  std::string run_id_;
+  std::unique_ptr<NodeSync> sync_;
+  std::vector<AttemptResult> attempts_;
+};
+
+int Launcher::run() {
+  log_root_ = prepare_log_root(o_);
+  if (!log_root_.empty() && o_.log_dir.empty()) say("rank logs go to " + log_root_);
+  sync_ = std::make_unique<NodeSync>(o_, signals_);
+  for (int attempt = 0;; ++attempt) {
+    AttemptResult result = run_attempt(attempt);
+    attempts_.push_back(result);
+    if (result.end == AttemptEnd::succeeded) {
+      write_all(2, format_success_summary(attempts_, context()));
+      sync_->leave();
+      return 0;
+    }
+    report(attempt, result);
+    if (restartable(result) && attempt < o_.max_restarts) {
+      say(detail::concat("attempt ", attempt, " failed: ", describe_attempt(result),
+                         "; restarting the local group (restart ", attempt + 1, " of ",
+                         o_.max_restarts, ")"));
+      continue;
+    }
+    write_all(2, format_failure_summary(attempts_, context()));
+    sync_->leave();
+    return failure_exit_code(result);
+  }
+}
+
+AttemptResult Launcher::run_attempt(int attempt) {
+  signals_.drain();
+  if (signals_.first_termination() != 0) throw Interrupted(signals_.first_termination());
+  WorldLayout layout = sync_->join(attempt);
+  run_id_ = layout.run_id;
+  RemoteCheck remote;
+  if (o_.nnodes > 1) remote = [this, attempt] { return sync_->check_failure(attempt); };
+  Supervisor supervisor(plan_for(attempt, layout), guardian_, signals_, remote);
+  AttemptResult result = supervisor.run();
+  if (result.end != AttemptEnd::succeeded) return result;
+  try {
+    if (auto failure = sync_->wait_outcome(attempt)) {
+      result.end = AttemptEnd::remote_failed;
+      result.remote = failure;
+    }
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const Error& e) {
+    result.end = AttemptEnd::remote_failed;
+    result.remote =
+        RemoteFailure{.node_rank = 0,
+                      .exit_code = 1,
+                      .what = std::string("lost contact with node 0's store: ") + e.what(),
+                      .restartable = false};
+  }
+  return result;
+}
+
+AttemptPlan Launcher::plan_for(int attempt, const WorldLayout& layout) const {
+  std::string log_dir = attempt_log_dir(log_root_, attempt);
+  return AttemptPlan{
+      .attempt = attempt,
+      .node_rank = o_.node_rank,
+      .rank_offset = layout.rank_offset,
+      .world_size = layout.world_size,
+      .nproc = o_.nproc_per_node,
+      .job = JobEnvironment{.master_addr = o_.master_addr,
+                            .master_port = sync_->store_port(),
+                            .restart_count = attempt,
+                            .max_restarts = o_.max_restarts,
+                            .run_id = layout.run_id,
+                            .omp_num_threads = omp_},
+      .program_path = o_.program_path,
+      .argv = o_.program,
+      .routes = output_routes(o_, !log_dir.empty()),
+      .log_dir = log_dir,
+      .monitor_interval = o_.monitor_interval,
+      .term_timeout = o_.term_timeout,
+      .host = host_,
+  };
+}
+
+// A rank's failure is worth a restart; a signal to any launcher or a lost store ends the job.
+bool Launcher::restartable(const AttemptResult& result) const {
+  if (signals_.first_termination() != 0) return false;
+  if (result.end == AttemptEnd::remote_failed) return result.remote->restartable;
+  return result.end == AttemptEnd::failed;
+}
+
+// Tells the other nodes about a local failure (best effort: node 0 may be gone).
+void Launcher::report(int attempt, const AttemptResult& result) {
+  if (result.end == AttemptEnd::remote_failed) return;
+  try {
+    sync_->report_failure(attempt, RemoteFailure{.node_rank = o_.node_rank,
+                                                 .exit_code = failure_exit_code(result),
+                                                 .what = describe_attempt(result),
+                                                 .restartable = result.end == AttemptEnd::failed});
+  } catch (const Error& e) {
+    say(std::string("could not tell the other nodes about the failure: ") + e.what());
+  }
+}
+
+}  // namespace
+
+int run_launcher(const LaunchOptions& options) {
+  Launcher launcher(options);
+  try {
+    return launcher.run();
+  } catch (const Interrupted& e) {
+    say("interrupted by " + signal_name(e.signal) + " while waiting for the other nodes");
+    return 128 + e.signal;
+  }
+}
+
+}  // namespace lockstep::launcher

@@ -1,0 +1,222 @@
+#include "launcher/node_sync.h"
+
+#include <algorithm>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "launcher/rank_output.h"
+#include "launcher/signals.h"
+#include "lockstep/store/tcp_store.h"
+#include "net/socket.h"
+
+namespace lockstep::launcher {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr milliseconds kSlice{500};          // longest uninterruptible wait
+constexpr milliseconds kConnectSlice{1000};  // one connection try
+constexpr milliseconds kLeaveGrace{15'000};  // node 0 waits this long past --term-timeout
+
+std::string key(int attempt, const std::string& rest) {
+  return "lockstep_launcher/a" + std::to_string(attempt) + "/" + rest;
+}
+
+std::vector<std::string> split_tabs(const std::string& text) {
+  std::vector<std::string> fields;
+  std::istringstream in(text);
+  for (std::string field; std::getline(in, field, '\t');) fields.push_back(field);
+  return fields;
+}
+
+std::string make_run_id() {
+  std::random_device random;
+  std::ostringstream out;
+  out << std::hex << random() << random();
+  return out.str().substr(0, 12);
+}
+
+std::string join_ints(const std::vector<int>& values) {
+  std::string text;
+  for (int v : values) text += (text.empty() ? "" : ", ") + std::to_string(v);
+  return text;
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1";
+}
+
+}  // namespace
+
+NodeSync::NodeSync(const LaunchOptions& options, SignalCatcher& signals)
+    : options_(options), signals_(signals), run_id_(options.run_id), host_(net::hostname()) {
+  if (run_id_.empty()) run_id_ = make_run_id();
+  if (options.node_rank == 0) {
+    std::string bind = is_loopback(options.master_addr)                     ? "127.0.0.1"
+                       : options.master_addr.find(':') != std::string::npos ? "::"
+                                                                            : "0.0.0.0";
+    server_ = std::make_unique<TcpStoreServer>(TcpStoreServerOptions{
+        .bind_host = bind, .port = static_cast<uint16_t>(options.master_port)});
+  }
+  if (options.nnodes > 1) connect();
+}
+
+NodeSync::~NodeSync() = default;
+
+int NodeSync::store_port() const {
+  return server_ ? server_->port() : options_.master_port;
+}
+
+void NodeSync::connect() {
+  std::string host = server_ ? "127.0.0.1" : options_.master_addr;
+  Deadline deadline = Deadline::after(options_.rdzv_timeout);
+  auto next_note = Clock::now() + seconds(10);
+  for (;;) {
+    check_signals();
+    try {
+      store_ = std::make_unique<TcpStore>(TcpStoreOptions{
+          .host = host,
+          .port = static_cast<uint16_t>(store_port()),
+          .timeout = std::min(kConnectSlice, std::max(deadline.remaining(), milliseconds(1)))});
+      store_->set_timeout(std::max(options_.rdzv_timeout, milliseconds(kSlice)));
+      return;
+    } catch (const TimeoutError& e) {
+      if (deadline.expired())
+        throw TimeoutError(detail::concat(
+            "node ", options_.node_rank, " could not reach node 0's store at ", host, ":",
+            store_port(), " within --rdzv-timeout (", e.what(),
+            "). Start node 0 (--node-rank 0) with the same --master-addr and --master-port, "
+            "or raise --rdzv-timeout"));
+    }
+    if (Clock::now() >= next_note) {
+      write_all(2, detail::concat("lockstep run: node ", options_.node_rank,
+                                  " still waiting for node 0's store at ", host, ":", store_port(),
+                                  "\n"));
+      next_note = Clock::now() + seconds(10);
+    }
+  }
+}
+
+void NodeSync::check_signals() {
+  signals_.drain();
+  if (signals_.first_termination() != 0) throw Interrupted(signals_.first_termination());
+}
+
+// Waits for keys in short slices (so signals get through). False when the deadline passed.
+bool NodeSync::wait_keys(const std::vector<std::string>& keys, Deadline deadline) {
+  for (;;) {
+    check_signals();
+    try {
+      store_->wait(keys, std::min(kSlice, deadline.remaining()));
+      return true;
+    } catch (const TimeoutError&) {
+      if (deadline.expired()) return false;
+    }
+  }
+}
+
+WorldLayout NodeSync::join(int attempt) {
+  joined_ = false;
+  if (!store_) {
+    joined_ = true;
+    NodeInfo self{host_, options_.nproc_per_node, options_.max_restarts};
+    return WorldLayout{0, options_.nproc_per_node, run_id_, {self}};
+  }
+  store_->set(key(attempt, "node/" + std::to_string(options_.node_rank)),
+              detail::concat(host_, '\t', options_.nproc_per_node, '\t', options_.max_restarts,
+                             '\t', run_id_));
+  std::vector<std::string> keys;
+  for (int r = 0; r < options_.nnodes; ++r)
+    keys.push_back(key(attempt, "node/" + std::to_string(r)));
+  if (!wait_keys(keys, Deadline::after(options_.rdzv_timeout))) {
+    std::vector<int> missing;
+    for (int r = 0; r < options_.nnodes; ++r)
+      if (!store_->check({keys[r]})) missing.push_back(r);
+    throw TimeoutError(detail::concat(
+        "rendezvous of attempt ", attempt, " timed out after ",
+        options_.rdzv_timeout.count() / 1000.0, " s: node rank(s) ", join_ints(missing), " of ",
+        options_.nnodes, " never arrived at node 0's store (", options_.master_addr, ":",
+        store_port(), "). Start 'lockstep run --nnodes ", options_.nnodes,
+        " --node-rank R ...' on each missing node with the same --master-addr and "
+        "--master-port, or raise --rdzv-timeout"));
+  }
+  WorldLayout layout = layout_of(store_->multi_get(keys, kSlice * 4));
+  joined_ = true;
+  return layout;
+}
+
+WorldLayout NodeSync::layout_of(const std::vector<std::string>& values) const {
+  WorldLayout layout;
+  for (size_t r = 0; r < values.size(); ++r) {
+    auto fields = split_tabs(values[r]);
+    if (fields.size() < 4)
+      throw StoreError(
+          detail::concat("node ", r, " registered a malformed entry '", values[r], "'"));
+    NodeInfo info{fields[0], std::stoi(fields[1]), std::stoi(fields[2])};
+    if (info.max_restarts != options_.max_restarts)
+      throw ConfigError(detail::concat("node ", r, " (", info.host, ") runs with --max-restarts ",
+                                       info.max_restarts, " but node ", options_.node_rank,
+                                       " with ", options_.max_restarts,
+                                       "; every node must run the same command"));
+    if (static_cast<int>(r) < options_.node_rank) layout.rank_offset += info.nproc;
+    layout.world_size += info.nproc;
+    if (r == 0) layout.run_id = fields[3];
+    layout.nodes.push_back(info);
+  }
+  return layout;
+}
+
+std::optional<RemoteFailure> NodeSync::check_failure(int attempt) {
+  if (!store_ || !store_->check({key(attempt, "failed")})) return std::nullopt;
+  auto fields = split_tabs(store_->get(key(attempt, "failed"), kSlice * 4));
+  if (fields.size() < 4)
+    return RemoteFailure{.node_rank = 0, .exit_code = 1, .what = "malformed failure report"};
+  return RemoteFailure{.node_rank = std::stoi(fields[0]),
+                       .exit_code = std::stoi(fields[1]),
+                       .what = fields[2],
+                       .restartable = fields[3] == "1"};
+}
+
+void NodeSync::report_failure(int attempt, const RemoteFailure& failure) {
+  if (!store_) return;
+  store_->compare_set(key(attempt, "failed"), "",
+                      detail::concat(failure.node_rank, '\t', failure.exit_code, '\t', failure.what,
+                                     '\t', failure.restartable ? 1 : 0));
+}
+
+std::optional<RemoteFailure> NodeSync::wait_outcome(int attempt) {
+  if (!store_) return std::nullopt;
+  store_->set(key(attempt, "done/" + std::to_string(options_.node_rank)), "1");
+  std::vector<std::string> done;
+  for (int r = 0; r < options_.nnodes; ++r)
+    done.push_back(key(attempt, "done/" + std::to_string(r)));
+  milliseconds interval = std::max(options_.monitor_interval, milliseconds(20));
+  for (;;) {  // no deadline: the other nodes' ranks may legitimately run for days
+    check_signals();
+    if (auto failure = check_failure(attempt)) return failure;
+    if (store_->check(done)) return std::nullopt;
+    std::this_thread::sleep_for(interval);
+  }
+}
+
+void NodeSync::leave() {
+  if (!store_ || !joined_) return;
+  try {
+    if (options_.node_rank != 0) {
+      store_->add("lockstep_launcher/left", 1);
+      return;
+    }
+    Deadline deadline =
+        Deadline::after(std::min(options_.rdzv_timeout, options_.term_timeout + kLeaveGrace));
+    while (store_->add("lockstep_launcher/left", 0) < options_.nnodes - 1 && !deadline.expired()) {
+      if (!signals_.drain().empty()) return;  // asked again: stop waiting
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  } catch (const std::exception&) {
+    // Leaving is best effort: the outcome is already decided.
+  }
+}
+
+}  // namespace lockstep::launcher

@@ -1,0 +1,98 @@
+// NodeSync: how the launchers of a multi-node job find and follow each other, through the
+// TcpStore that node 0's launcher hosts (and that the ranks use too, via MASTER_PORT).
+//
+// [Attempts] Everything is keyed by attempt number, so nodes agree on each attempt:
+//   lockstep_launcher/a<N>/node/<r>   node r's "host \t nproc \t max_restarts \t run_id"
+//   lockstep_launcher/a<N>/failed     first failure of attempt N:
+//                                     "node \t exit code \t what \t restartable (1 or 0)"
+//   lockstep_launcher/a<N>/done/<r>   node r's ranks all succeeded in attempt N
+//   lockstep_launcher/left            nodes (other than 0) that have read the final outcome
+// An attempt ends for every node when one node reports a failure (all stop, and restart if
+// --max-restarts allows), or when every node is done. Node 0 keeps the store up until the others
+// have read the outcome.
+//
+// With one node there is no client: join() and the rest are trivial, but the server still runs
+// for the ranks. Blocking calls take slices of at most ~0.5 s so that a termination signal
+// (SignalCatcher) interrupts them with Interrupted. Main thread only.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/attempt.h"
+#include "launcher/options.h"
+#include "lockstep/core/deadline.h"
+#include "lockstep/core/error.h"
+
+namespace lockstep {
+class TcpStore;
+class TcpStoreServer;
+}  // namespace lockstep
+
+namespace lockstep::launcher {
+
+class SignalCatcher;
+
+// A termination signal arrived while the launcher was waiting for other nodes.
+class Interrupted : public Error {
+ public:
+  explicit Interrupted(int sig) : Error("interrupted by a signal"), signal(sig) {}
+  int signal;
+};
+
+struct NodeInfo {
+  std::string host;
+  int nproc = 0;
+  int max_restarts = 0;
+};
+
+// Where this node's ranks sit in one attempt's world.
+struct WorldLayout {
+  int rank_offset = 0;  // global rank of this node's local rank 0
+  int world_size = 0;
+  std::string run_id;  // node 0's
+  std::vector<NodeInfo> nodes;
+};
+
+class NodeSync {
+ public:
+  // Node 0 starts the store server (NetworkError naming the port when it is taken); every node
+  // of a multi-node job then connects to it, retrying until --rdzv-timeout (TimeoutError naming
+  // the address and the last error).
+  NodeSync(const LaunchOptions& options, SignalCatcher& signals);
+  ~NodeSync();
+
+  // The port the ranks connect to (MASTER_PORT); the chosen one when --master-port is 0.
+  int store_port() const;
+  // Registers this node for the attempt and waits for every node. At --rdzv-timeout throws
+  // TimeoutError naming the node ranks that never arrived. ConfigError when the nodes disagree
+  // about --max-restarts.
+  WorldLayout join(int attempt);
+  // The failure another node reported for this attempt, if any. Never waits.
+  std::optional<RemoteFailure> check_failure(int attempt);
+  // Reports this node's failure; the first report of an attempt wins.
+  void report_failure(int attempt, const RemoteFailure& failure);
+  // After this node's ranks all succeeded: waits until every node succeeded (nullopt) or one
+  // failed (its report).
+  std::optional<RemoteFailure> wait_outcome(int attempt);
+  // Before exiting. Node 0 waits (bounded) for the other nodes to read the outcome.
+  void leave();
+
+ private:
+  void connect();
+  bool wait_keys(const std::vector<std::string>& keys, Deadline deadline);
+  void check_signals();
+  WorldLayout layout_of(const std::vector<std::string>& values) const;
+
+  const LaunchOptions& options_;
+  SignalCatcher& signals_;
+  std::string run_id_;
+  std::string host_;
+  bool joined_ = false;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::unique_ptr<TcpStore> store_;  // null with one node
+};
+
+}  // namespace lockstep::launcher

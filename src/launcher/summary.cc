@@ -1,0 +1,142 @@
+#include "launcher/summary.h"
+
+#include <signal.h>
+
+#include <ctime>
+
+#include "launcher/signals.h"
+#include "lockstep/core/error.h"
+
+namespace lockstep::launcher {
+namespace {
+
+constexpr const char* kRule =
+    "======================================================================\n";
+
+std::string format_time(std::chrono::system_clock::time_point t) {
+  std::time_t seconds = std::chrono::system_clock::to_time_t(t);
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
+  std::tm local{};
+  ::localtime_r(&seconds, &local);
+  char date[32], zone[8], text[64];
+  std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S", &local);
+  std::strftime(zone, sizeof(zone), "%z", &local);
+  std::snprintf(text, sizeof(text), "%s.%03d %s", date, static_cast<int>(ms), zone);
+  return text;
+}
+
+std::string how_it_ended(const RankExit& exit) {
+  if (exit.signal == 0) return "exited with code " + std::to_string(exit.exit_code);
+  return "was killed by " + signal_name(exit.signal);
+}
+
+// For the root cause: a SIGKILL nobody in the launcher sent is most often the OOM killer.
+std::string how_it_ended_with_hint(const RankExit& exit) {
+  std::string text = how_it_ended(exit);
+  if (exit.signal == SIGKILL && !exit.stopped_by_launcher)
+    text += " (often the out-of-memory killer: check dmesg)";
+  return text;
+}
+
+void append_root_cause(std::string& out, const RankExit& exit, const std::string& host) {
+  out += detail::concat("root cause (first failure):\n", "  time:       ", format_time(exit.time),
+                        "\n", "  host:       ", host, "\n", "  rank:       ", exit.rank,
+                        " (local rank ", exit.local_rank, ")\n", "  pid:        ", exit.pid, "\n",
+                        "  exit:       ", how_it_ended_with_hint(exit), "\n");
+  if (exit.stderr_tail.empty()) {
+    out += "  stderr:     (nothing)\n";
+    return;
+  }
+  out += detail::concat("  last ", exit.stderr_tail.size(), " line(s) of its stderr:\n");
+  for (const auto& line : exit.stderr_tail) out += "    " + line + "\n";
+}
+
+void append_cause(std::string& out, const AttemptResult& last, const SummaryContext& context) {
+  switch (last.end) {
+    case AttemptEnd::failed:
+      append_root_cause(out, *last.root_cause, last.host);
+      break;
+    case AttemptEnd::remote_failed:
+      out += detail::concat("root cause: node ", last.remote->node_rank,
+                            " failed: ", last.remote->what,
+                            "\n  (its launcher's summary has the details; ", "node ",
+                            context.node_rank, "'s ranks were stopped)\n");
+      break;
+    case AttemptEnd::interrupted:
+      out += detail::concat("root cause: the launcher on ", last.host, " (node ", context.node_rank,
+                            ") received ", signal_name(last.signal),
+                            " and forwarded it to every rank\n");
+      break;
+    case AttemptEnd::succeeded:
+      break;
+  }
+}
+
+void append_attempts(std::string& out, const std::vector<AttemptResult>& attempts,
+                     const SummaryContext& context) {
+  out += detail::concat("attempts (run id ", context.run_id, ", --max-restarts ",
+                        context.max_restarts, "):\n");
+  for (const auto& a : attempts)
+    out += detail::concat("  attempt ", a.attempt, ": ", describe_attempt(a), "\n");
+}
+
+}  // namespace
+
+std::string describe_attempt(const AttemptResult& a) {
+  switch (a.end) {
+    case AttemptEnd::succeeded:
+      return "succeeded";
+    case AttemptEnd::failed:
+      return detail::concat("rank ", a.root_cause->rank, " (local rank ", a.root_cause->local_rank,
+                            ") ", how_it_ended(*a.root_cause), " on ", a.host);
+    case AttemptEnd::remote_failed:
+      return detail::concat("node ", a.remote->node_rank, " failed: ", a.remote->what);
+    case AttemptEnd::interrupted:
+      return "interrupted by " + signal_name(a.signal);
+  }
+  return "";
+}
+
+int failure_exit_code(const AttemptResult& a) {
+  switch (a.end) {
+    case AttemptEnd::failed:
+      return a.root_cause->status_code();
+    case AttemptEnd::remote_failed:
+      return a.remote->exit_code;
+    case AttemptEnd::interrupted:
+      return 128 + a.signal;
+    case AttemptEnd::succeeded:
+      return 0;
+  }
+  return 1;
+}
+
+std::string format_failure_summary(const std::vector<AttemptResult>& attempts,
+                                   const SummaryContext& context) {
+  const AttemptResult& last = attempts.back();
+  std::string out = kRule;
+  out += detail::concat("lockstep run: the job failed (node ", context.node_rank, ", attempt ",
+                        last.attempt, ")\n");
+  append_cause(out, last, context);
+  if (!last.other_failures.empty()) out += "other failed ranks:\n";
+  for (const auto& exit : last.other_failures)
+    out += detail::concat("  rank ", exit.rank, " (local rank ", exit.local_rank, ", pid ",
+                          exit.pid, ") ", how_it_ended(exit),
+                          exit.stopped_by_launcher ? " after the launcher stopped it" : "", "\n");
+  append_attempts(out, attempts, context);
+  out += detail::concat("exit code: ", failure_exit_code(last), "\n", kRule);
+  return out;
+}
+
+std::string format_success_summary(const std::vector<AttemptResult>& attempts,
+                                   const SummaryContext& context) {
+  if (attempts.size() <= 1) return "";
+  std::string out =
+      detail::concat("lockstep run: the job succeeded on attempt ", attempts.back().attempt,
+                     " after ", attempts.size() - 1, " restart(s)\n");
+  append_attempts(out, attempts, context);
+  return out;
+}
+
+}  // namespace lockstep::launcher

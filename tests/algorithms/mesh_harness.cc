@@ -1,0 +1,57 @@
+#include "mesh_harness.h"
+
+#include <atomic>
+
+#include "backends/tcp/mesh.h"
+#include "lockstep/store/hash_store.h"
+#include "support/spawn.h"
+
+namespace lockstep::testing {
+
+Op MeshRank::op(OpKind kind) {
+  Op o;
+  o.kind = kind;
+  o.seq = ++seq;
+  o.deadline = Deadline::after(std::chrono::seconds(60));
+  return o;
+}
+
+void MeshRank::run(const Op& op, const std::function<void()>& algorithm) {
+  transport->begin_op(op);
+  algorithm();
+  transport->end_op();
+}
+
+void MeshRank::run(const Op& op) {
+  run(op, [&] { run_collective(*transport, scratch, op); });
+}
+
+void with_mesh(int size, const std::function<void(MeshRank&)>& fn) {
+  static std::atomic<int> meshes{0};
+  const std::string group = "mesh" + std::to_string(meshes++);
+  auto store = std::make_shared<HashStore>();
+  spawn(size, [&](int rank) {
+    auto conns = connect_mesh({.group = group,
+                               .rank = rank,
+                               .size = size,
+                               .store = store,
+                               .advertise_address = "127.0.0.1",
+                               .hostname = "test-host",
+                               .deadline = Deadline::after(std::chrono::seconds(30))});
+    TcpTransport transport(std::move(conns), {.group = group,
+                                              .rank = rank,
+                                              .size = size,
+                                              .hostname = "test-host",
+                                              .store = store});
+    MeshRank me{.rank = rank, .size = size, .transport = &transport};
+    try {
+      fn(me);
+    } catch (...) {
+      transport.abort(ErrorClass::other, "test rank failed");
+      throw;
+    }
+    transport.goodbye(Deadline::after(std::chrono::seconds(10)));
+  });
+}
+
+}  // namespace lockstep::testing

@@ -1,0 +1,190 @@
+// The tcp backend across real processes (the test binary re-runs itself in child mode): a round
+// trip of collectives, a rank SIGKILLed in the middle of 64 MiB all_reduces (every survivor
+// fails within 2 s naming it), a count mismatch and an order mismatch (MismatchError on both
+// sides, naming both ranks and both values).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "lockstep/core/error.h"
+#include "lockstep/group/init.h"
+#include "lockstep/store/tcp_store.h"
+#include "net/socket.h"
+#include "support/child_mode.h"
+#include "support/subprocess.h"
+
+namespace lockstep::testing {
+namespace {
+
+using Env = std::map<std::string, std::optional<std::string>>;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+void say(const std::string& line) {
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+// Prints "CAUGHT <type> at_ns=<steady ns>: <message>" for a lockstep error.
+void report(const std::exception& e) {
+  const char* type = dynamic_cast<const MismatchError*>(&e)  ? "MismatchError"
+                     : dynamic_cast<const NetworkError*>(&e) ? "NetworkError"
+                     : dynamic_cast<const TimeoutError*>(&e) ? "TimeoutError"
+                                                             : "other";
+  say(detail::concat("CAUGHT ", type, " at_ns=", now_ns(), ": ", e.what()));
+}
+
+// A job of `world` child processes running child test `name`, over a store this process hosts.
+class Job {
+ public:
+  Job(const std::string& name, int world) : server_({.bind_host = "127.0.0.1"}) {
+    for (int r = 0; r < world; ++r)
+      children_.emplace_back(child_argv("TcpChild.DISABLED_" + name),
+                             Env{{"RANK", std::to_string(r)},
+                                 {"WORLD_SIZE", std::to_string(world)},
+                                 {"MASTER_ADDR", "127.0.0.1"},
+                                 {"MASTER_PORT", std::to_string(server_.port())},
+                                 {"LOCKSTEP_USE_AGENT_STORE", "1"},
+                                 {"LOCKSTEP_RESTART_COUNT", std::nullopt},
+                                 {"LOCKSTEP_TIMEOUT", "300"}});
+  }
+  TcpStore store() { return TcpStore({.host = "127.0.0.1", .port = server_.port(), .timeout = std::chrono::seconds(60)}); }
+  Child& child(int r) { return children_[static_cast<size_t>(r)]; }
+  ProcessResult wait(int r) { return child(r).wait(std::chrono::seconds(90)); }
+
+ private:
+  TcpStoreServer server_;
+  std::vector<Child> children_;
+};
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// The steady-clock time a child printed with its CAUGHT line (-1: none).
+int64_t caught_at(const std::string& output) {
+  size_t p = output.find("at_ns=");
+  return p == std::string::npos ? -1 : std::stoll(output.substr(p + 6));
+}
+
+// ---- child entry points ----
+
+TEST(TcpChild, DISABLED_RoundTrip) {
+  auto pg = init_process_group();
+  const int n = pg->size(), me = pg->rank();
+  std::vector<float> x(100000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((me + 1) * (i % 7));
+  pg->all_reduce(view(x))->wait();
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(x[i], n * (n + 1) / 2 * static_cast<float>(i % 7)) << "all_reduce element " << i;
+  std::vector<int64_t> b(1000, me == n - 1 ? 77 : 0);
+  pg->broadcast(view(b), {.root = n - 1})->wait();
+  for (int64_t v : b) ASSERT_EQ(v, 77);
+  std::vector<int32_t> mine(3, me), all(3 * static_cast<size_t>(n));
+  pg->all_gather(view(mine), view(all))->wait();
+  for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], static_cast<int32_t>(i / 3));
+  pg->barrier()->wait();
+  say("ROUND TRIP OK rank " + std::to_string(me));
+}
+
+TEST(TcpChild, DISABLED_AllReduceLoop) {
+  auto pg = init_process_group();
+  std::vector<float> x(16 << 20, 1.0f);  // 64 MiB
+  try {
+    for (int i = 0; i < 1000; ++i) {
+      pg->all_reduce(view(x))->wait();
+      if (i == 0) pg->config().store->set("test/ready/" + std::to_string(pg->rank()), "1");
+    }
+    say("LOOP FINISHED");
+  } catch (const std::exception& e) {
+    report(e);
+  }
+}
+
+TEST(TcpChild, DISABLED_CountMismatch) {
+  auto pg = init_process_group();
+  std::vector<float> x(pg->rank() == 0 ? 1024 : 1000, 1.0f);
+  try {
+    pg->all_reduce(view(x))->wait();
+    say("NO ERROR");
+  } catch (const std::exception& e) {
+    report(e);
+  }
+}
+
+TEST(TcpChild, DISABLED_OrderMismatch) {
+  auto pg = init_process_group();
+  std::vector<float> x(256, 1.0f);
+  try {
+    if (pg->rank() == 0) {
+      pg->broadcast(view(x))->wait();
+      pg->barrier()->wait();  // the root of a broadcast only sends: it learns here
+    } else {
+      pg->all_reduce(view(x))->wait();
+    }
+    say("NO ERROR");
+  } catch (const std::exception& e) {
+    report(e);
+  }
+}
+
+// ---- the tests ----
+
+TEST(TcpProcesses, CollectivesRoundTripAcrossThreeProcesses) {
+  Job job("RoundTrip", 3);
+  for (int r = 0; r < 3; ++r) {
+    auto result = job.wait(r);
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    EXPECT_TRUE(contains(result.output, "ROUND TRIP OK rank " + std::to_string(r))) << result.output;
+  }
+}
+
+TEST(TcpProcesses, SigkilledRankIsNamedByEverySurvivorWithinTwoSeconds) {
+  Job job("AllReduceLoop", 3);
+  TcpStore store = job.store();
+  store.wait({"test/ready/0", "test/ready/1", "test/ready/2"}, std::chrono::seconds(60));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // well inside an all_reduce
+  const int64_t killed_at = now_ns();
+  job.child(2).kill(SIGKILL);
+  const std::string host = net::hostname();
+  for (int r = 0; r < 2; ++r) {
+    auto result = job.wait(r);
+    SCOPED_TRACE("rank " + std::to_string(r) + " output:\n" + result.output);
+    EXPECT_TRUE(contains(result.output, "CAUGHT NetworkError"));
+    EXPECT_TRUE(contains(result.output, "rank 2 (host " + host));
+    int64_t at = caught_at(result.output);
+    ASSERT_GT(at, 0);
+    double seconds = static_cast<double>(at - killed_at) / 1e9;
+    std::printf("rank %d failed %.3f s after the kill\n", r, seconds);
+    EXPECT_LT(seconds, 2.0);
+  }
+}
+
+TEST(TcpProcesses, CountMismatchFailsBothRanksNamingBothSizes) {
+  Job job("CountMismatch", 2);
+  auto r0 = job.wait(0), r1 = job.wait(1);
+  EXPECT_TRUE(contains(r0.output, "CAUGHT MismatchError")) << r0.output;
+  EXPECT_TRUE(contains(r0.output, "rank 1 sent 4000 bytes, rank 0 expected 4096")) << r0.output;
+  EXPECT_TRUE(contains(r1.output, "CAUGHT MismatchError")) << r1.output;
+  EXPECT_TRUE(contains(r1.output, "rank 0 sent 4096 bytes, rank 1 expected 4000")) << r1.output;
+  EXPECT_TRUE(contains(r1.output, "Fix: ")) << r1.output;
+}
+
+TEST(TcpProcesses, OrderMismatchFailsBothRanks) {
+  Job job("OrderMismatch", 2);
+  auto r0 = job.wait(0), r1 = job.wait(1);
+  EXPECT_TRUE(contains(r1.output, "CAUGHT MismatchError")) << r1.output;
+  EXPECT_TRUE(contains(r1.output, "rank 0 is in broadcast #0 while rank 1 is in all_reduce #0"))
+      << r1.output;
+  EXPECT_TRUE(contains(r0.output, "CAUGHT MismatchError")) << r0.output;
+  EXPECT_TRUE(contains(r0.output, "all_reduce #0")) << r0.output;
+}
+
+}  // namespace
+}  // namespace lockstep::testing

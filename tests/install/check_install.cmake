@@ -1,0 +1,66 @@
+# Installs lockstep into a scratch prefix and builds a separate consumer project against it with
+# find_package(lockstep) and lockstep::lockstep, then runs the consumer. Fails loudly at the first
+# step that goes wrong, with that step's output.
+#
+#   cmake -DSOURCE_DIR=<repo> -DWORK_DIR=<scratch> -DGENERATOR=<generator>
+#         [-DBUILD_DIR=<configured lockstep build tree>] -P check_install.cmake
+#
+# With BUILD_DIR (as CTest passes it) the existing build tree is brought up to date and installed,
+# which takes seconds; without it lockstep is configured and built from scratch, tests off.
+
+foreach(var SOURCE_DIR WORK_DIR GENERATOR)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "check_install.cmake: pass -D${var}=...")
+  endif()
+endforeach()
+
+set(prefix "${WORK_DIR}/prefix")
+set(consumer_build "${WORK_DIR}/consumer-build")
+file(REMOVE_RECURSE "${prefix}" "${consumer_build}")
+
+# run_step(<what> <command...>): runs the command; on failure prints what, the exit code and the
+# command's output, and stops.
+function(run_step what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    string(REPLACE ";" " " command "${ARGN}")
+    message(FATAL_ERROR "install check: ${what} failed (exit ${rc})\n  command: ${command}\n${out}")
+  endif()
+  set(step_output "${out}" PARENT_SCOPE)
+endfunction()
+
+if(DEFINED BUILD_DIR AND EXISTS "${BUILD_DIR}/CMakeCache.txt")
+  set(lockstep_build "${BUILD_DIR}")
+  run_step("building lockstep in ${lockstep_build}"
+    ${CMAKE_COMMAND} --build "${lockstep_build}" --target lockstep lockstep_cli)
+else()
+  set(lockstep_build "${WORK_DIR}/lockstep-build")
+  run_step("configuring lockstep"
+    ${CMAKE_COMMAND} -S "${SOURCE_DIR}" -B "${lockstep_build}" -G "${GENERATOR}"
+      -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_BUILD_TESTS=OFF)
+  run_step("building lockstep" ${CMAKE_COMMAND} --build "${lockstep_build}")
+endif()
+run_step("installing lockstep into ${prefix}"
+  ${CMAKE_COMMAND} --install "${lockstep_build}" --prefix "${prefix}")
+
+run_step("configuring the consumer project"
+  ${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/install/consumer" -B "${consumer_build}"
+    -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}"
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+
+# The package must come from the scratch prefix, not from a system-wide install.
+file(STRINGS "${consumer_build}/CMakeCache.txt" found_dir REGEX "^lockstep_DIR:")
+string(REGEX REPLACE "^lockstep_DIR:[A-Z]+=" "" found_dir "${found_dir}")
+string(FIND "${found_dir}" "${prefix}/" at)
+if(NOT at EQUAL 0)
+  message(FATAL_ERROR "install check: find_package(lockstep) used '${found_dir}', "
+                      "not the package installed under ${prefix}")
+endif()
+
+run_step("building the consumer project" ${CMAKE_COMMAND} --build "${consumer_build}")
+run_step("running the consumer" "${consumer_build}/lockstep_consumer")
+if(NOT step_output MATCHES "lockstep consumer: ok")
+  message(FATAL_ERROR "install check: the consumer ran but did not report success:\n${step_output}")
+endif()
+message(STATUS "install check: ${step_output}")
+file(REMOVE_RECURSE "${prefix}" "${consumer_build}")

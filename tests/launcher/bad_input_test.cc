@@ -1,0 +1,110 @@
+// Test 7 of the launcher issue: bad input gets a clear message and exit code 2 before anything
+// starts.
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "launcher_test_util.h"
+
+namespace lockstep::testing {
+namespace {
+
+struct BadInput {
+  const char* name;
+  std::vector<std::string> args;  // the program is appended where it is "{PROGRAM}"
+  const char* message;            // must appear in the output
+};
+
+class LauncherBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(LauncherBadInput, ExitsTwoWithAClearMessageBeforeStarting) {
+  TempDir dir;
+  std::string marker = dir.file("started");
+  std::string not_executable = dir.file("script.sh");
+  std::ofstream(not_executable) << "#!/bin/sh\ntouch " << marker << "\n";
+  ::chmod(not_executable.c_str(), 0644);
+  std::vector<std::string> args;
+  for (const auto& a : GetParam().args) {
+    if (a == "{PROGRAM}") {
+      for (const char* p : {"/bin/sh", "-c"}) args.push_back(p);
+      args.push_back("touch " + marker);
+    } else if (a == "{NOT_EXECUTABLE}") {
+      args.push_back(not_executable);
+    } else if (a == "{DIR}") {
+      args.push_back(dir.path());
+    } else {
+      args.push_back(a);
+    }
+  }
+  auto r = launch(args, {}, std::chrono::seconds(20));
+  EXPECT_EQ(r.process.exit_code, 2) << r.process.output;
+  EXPECT_NE(r.process.output.find(GetParam().message), std::string::npos) << r.process.output;
+  EXPECT_EQ(r.process.output.find("lockstep run: error:"), 0u) << "one clear line\n"
+                                                               << r.process.output;
+  EXPECT_LT(r.seconds, 5.0);
+  EXPECT_FALSE(file_exists(marker)) << "nothing may start";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, LauncherBadInput,
+    ::testing::Values(
+        BadInput{"MissingProgramPath",
+                 {"--standalone", "/no/such/program"},
+                 "program '/no/such/program' does not exist"},
+        BadInput{"MissingProgramInPath",
+                 {"--standalone", "no-such-program-xyz"},
+                 "program 'no-such-program-xyz' was not found in PATH"},
+        BadInput{"NonExecutableFile",
+                 {"--standalone", "{NOT_EXECUTABLE}"},
+                 "is not executable; make it so with: chmod +x"},
+        BadInput{"Directory", {"--standalone", "{DIR}"}, "is a directory, not a program"},
+        BadInput{"NoProgram", {"--standalone"}, "no program given"},
+        BadInput{"ZeroProcesses",
+                 {"--nproc-per-node", "0", "{PROGRAM}"},
+                 "--nproc-per-node 0 is out of range"},
+        BadInput{"ProcessesNotANumber",
+                 {"--nproc-per-node", "four", "{PROGRAM}"},
+                 "--nproc-per-node: 'four' is not a whole number"},
+        BadInput{"NodeRankEqualsNnodes",
+                 {"--nnodes", "2", "--node-rank", "2", "{PROGRAM}"},
+                 "--node-rank 2 is out of range for --nnodes 2: node ranks are 0..1"},
+        BadInput{"UnknownOption",
+                 {"--nproc-per-nodes", "2", "{PROGRAM}"},
+                 "unknown option '--nproc-per-nodes'"},
+        BadInput{"MissingValue", {"--nnodes"}, "--nnodes needs a value"},
+        BadInput{"FreePortWithSeveralNodes",
+                 {"--nnodes", "2", "--master-port", "0", "{PROGRAM}"},
+                 "--master-port 0 picks a port that the other 1 node(s) cannot know"},
+        BadInput{"FilterOutsideLocalRanks",
+                 {"--nproc-per-node", "2", "--local-ranks-filter", "2", "{PROGRAM}"},
+                 "--local-ranks-filter names local rank 2, but --nproc-per-node is 2"},
+        BadInput{"BadTeeValue", {"--tee", "4", "{PROGRAM}"}, "--tee 4 is out of range"},
+        BadInput{"ElasticNnodes",
+                 {"--nnodes", "1:2", "{PROGRAM}"},
+                 "elastic ranges (MIN:MAX) are not supported"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(LauncherHelp, ExplainsEveryOptionInOneLine) {
+  auto r = launch({"--help"});
+  EXPECT_EQ(r.process.exit_code, 0);
+  for (const char* option :
+       {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port",
+        "--standalone", "--max-restarts", "--monitor-interval", "--rdzv-timeout", "--term-timeout",
+        "--run-id", "--log-dir", "--tee", "--redirects", "--local-ranks-filter", "--help"}) {
+    auto lines = lines_with_prefix(r.process.output, std::string("  ") + option + " ");
+    EXPECT_EQ(lines.size(), 1u) << option << "\n" << r.process.output;
+  }
+}
+
+TEST(LauncherHelp, AutoMeansTheCoreCount) {
+  auto r = launch({"--standalone", "--nproc-per-node", "auto", "/bin/sh", "-c", "echo hi"});
+  ASSERT_EQ(r.process.exit_code, 0) << r.process.output;
+  cpu_set_t set;
+  sched_getaffinity(0, sizeof(set), &set);
+  EXPECT_EQ(count_of(r.process.output, "]: hi\n"), static_cast<size_t>(CPU_COUNT(&set)));
+}
+
+}  // namespace
+}  // namespace lockstep::testing

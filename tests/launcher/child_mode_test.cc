@@ -1,0 +1,70 @@
+// The rank program for launcher tests that need real collectives. Launcher tests start this same
+// test binary under `lockstep run` with LOCKSTEP_LAUNCHER_TEST_CHILD set and
+// --gtest_filter=LauncherChild.Main; in an ordinary test run it is skipped.
+//
+// Modes:
+//   store      connect to the launcher's store at MASTER_ADDR:MASTER_PORT as a plain client, and
+//              meet every other rank there (each sets a key, all wait for all).
+//   allreduce  init_process_group() from the environment and all_reduce a float buffer;
+//              element i must equal (i + 1) * W * (W + 1) / 2.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "lockstep/group/init.h"
+#include "lockstep/store/tcp_store.h"
+
+namespace lockstep {
+namespace {
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : -1;
+}
+
+void meet_in_store() {
+  int rank = env_int("RANK"), world = env_int("WORLD_SIZE");
+  TcpStore store(TcpStoreOptions{.host = std::getenv("MASTER_ADDR"),
+                                 .port = static_cast<uint16_t>(env_int("MASTER_PORT")),
+                                 .timeout = std::chrono::seconds(20)});
+  std::string run = std::getenv("LOCKSTEP_RUN_ID");
+  store.set("launcher_test/" + run + "/rank_" + std::to_string(rank), "here");
+  std::vector<std::string> keys;
+  for (int r = 0; r < world; ++r)
+    keys.push_back("launcher_test/" + run + "/rank_" + std::to_string(r));
+  store.wait(keys, std::chrono::seconds(20));
+  std::printf("STORE_OK rank=%d world=%d\n", rank, world);
+}
+
+void all_reduce_check() {
+  auto group = init_process_group(InitOptions{.timeout = std::chrono::seconds(30)});
+  const int n = group->size();
+  std::vector<float> data(1000);
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<float>((group->rank() + 1) * (i + 1));
+  group->all_reduce(view(data))->wait();
+  size_t wrong = 0;
+  for (size_t i = 0; i < data.size(); ++i)
+    if (data[i] != static_cast<float>((i + 1) * n * (n + 1) / 2)) ++wrong;
+  ASSERT_EQ(wrong, 0u) << "rank " << group->rank() << ": data[0] = " << data[0];
+  std::printf("ALLREDUCE_OK rank=%d world=%d first=%g\n", group->rank(), n, data[0]);
+}
+
+TEST(LauncherChild, Main) {
+  const char* mode = std::getenv("LOCKSTEP_LAUNCHER_TEST_CHILD");
+  if (!mode) GTEST_SKIP() << "runs only as a rank started by the launcher tests";
+  std::string m = mode;
+  if (m == "store")
+    meet_in_store();
+  else if (m == "allreduce")
+    all_reduce_check();
+  else
+    FAIL() << "unknown LOCKSTEP_LAUNCHER_TEST_CHILD mode " << m;
+  std::fflush(stdout);
+}
+
+}  // namespace
+}  // namespace lockstep
