@@ -20,7 +20,9 @@ namespace lockstep::detail {
 
 namespace {
 
-inline float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+inline float bf16_to_f32(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 
 // Same rounding as bfloat16::from_float, written without branches so loops over it vectorise.
 // The NaN test uses a signed compare (the magnitude fits in 31 bits), which SSE2 has.
@@ -102,7 +104,9 @@ void narrow_f16_portable(uint16_t* __restrict dst, const float* __restrict src, 
 
 #if LOCKSTEP_HAVE_F16C_PATH
 
-bool cpu_has_f16c() { return cpu_has_avx2_f16c(); }
+bool cpu_has_f16c() {
+  return cpu_has_avx2_f16c();
+}
 
 __attribute__((target("avx,f16c"))) void widen_f16_f16c(float* dst, const uint16_t* src,
                                                         size_t count) {
@@ -137,7 +141,9 @@ __attribute__((target("avx,f16c"))) void narrow_f16_f16c(uint16_t* dst, const fl
 
 #else
 
-bool cpu_has_f16c() { return false; }
+bool cpu_has_f16c() {
+  return false;
+}
 void widen_f16_f16c(float* dst, const uint16_t* src, size_t count) {
   widen_f16_portable(dst, src, count);
 }

@@ -17,7 +17,9 @@ bool detect_avx2_f16c() {
   return (ecx & (1u << 29)) != 0;
 }
 #else
-bool detect_avx2_f16c() { return false; }
+bool detect_avx2_f16c() {
+  return false;
+}
 #endif
 
 }  // namespace

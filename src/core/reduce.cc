@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "core/convert16.h"
+#include "core/cpu_features.h"
 #include "core/reduce16.h"
 #include "core/reduce_kernels.h"
 #include "lockstep/core/error.h"
@@ -24,13 +25,18 @@ template <class T, class Fn>
 void visit_op(ReduceOp op, Fn&& fn) {
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: return fn.template operator()<detail::SumOp>();
-    case ReduceOp::prod: return fn.template operator()<detail::ProdOp>();
-    case ReduceOp::min: return fn.template operator()<detail::MinOp>();
-    case ReduceOp::max: return fn.template operator()<detail::MaxOp>();
+    case ReduceOp::avg:
+      return fn.template operator()<detail::SumOp>();
+    case ReduceOp::prod:
+      return fn.template operator()<detail::ProdOp>();
+    case ReduceOp::min:
+      return fn.template operator()<detail::MinOp>();
+    case ReduceOp::max:
+      return fn.template operator()<detail::MaxOp>();
     case ReduceOp::band:
     case ReduceOp::bor:
-    case ReduceOp::bxor: break;
+    case ReduceOp::bxor:
+      break;
   }
   if constexpr (std::is_integral_v<T>) {
     if (op == ReduceOp::band) return fn.template operator()<detail::AndOp>();
@@ -44,15 +50,24 @@ void visit_op(ReduceOp op, Fn&& fn) {
 template <class Fn, class Fn16>
 void visit_dtype(DType dtype, Fn&& fn, Fn16&& on_16bit) {
   switch (dtype) {
-    case DType::f32: return fn.template operator()<float>();
-    case DType::f64: return fn.template operator()<double>();
-    case DType::i8: return fn.template operator()<int8_t>();
-    case DType::u8: return fn.template operator()<uint8_t>();
-    case DType::i32: return fn.template operator()<int32_t>();
-    case DType::i64: return fn.template operator()<int64_t>();
-    case DType::f16: return on_16bit(&detail::widen_f16, &detail::narrow_f16);
-    case DType::bf16: return on_16bit(&detail::widen_bf16, &detail::narrow_bf16);
-    case DType::boolean: return;
+    case DType::f32:
+      return fn.template operator()<float>();
+    case DType::f64:
+      return fn.template operator()<double>();
+    case DType::i8:
+      return fn.template operator()<int8_t>();
+    case DType::u8:
+      return fn.template operator()<uint8_t>();
+    case DType::i32:
+      return fn.template operator()<int32_t>();
+    case DType::i64:
+      return fn.template operator()<int64_t>();
+    case DType::f16:
+      return on_16bit(&detail::widen_f16, &detail::narrow_f16);
+    case DType::bf16:
+      return on_16bit(&detail::widen_bf16, &detail::narrow_bf16);
+    case DType::boolean:
+      return;
   }
 }
 
@@ -81,8 +96,13 @@ void reduce_into(void* dst, const void* src, size_t count, DType dtype, ReduceOp
       dtype,
       [&]<class T>() {
         visit_op<T>(op, [&]<class Op>() {
-          if (dst == src) return detail::self_loop<T, Op>(static_cast<T*>(dst), count);
-          detail::into_loop<T, Op>(static_cast<T*>(dst), static_cast<const T*>(src), count);
+          auto* out = static_cast<T*>(dst);
+          const auto* in = static_cast<const T*>(src);
+          if (out == in) return detail::self_loop<T, Op>(out, count);
+#if LOCKSTEP_KERNELS_AVX2
+          if (detail::cpu_has_avx2_f16c()) return detail::into_loop_avx2<T, Op>(out, in, count);
+#endif
+          detail::into_loop<T, Op>(out, in, count);
         });
       },
       [&](WidenFn, NarrowFn) {
@@ -100,8 +120,14 @@ void reduce_pair(void* dst, const void* a, const void* b, size_t count, DType dt
       dtype,
       [&]<class T>() {
         visit_op<T>(op, [&]<class Op>() {
-          detail::pair_loop<T, Op>(static_cast<T*>(dst), static_cast<const T*>(a),
-                                   static_cast<const T*>(b), count);
+          auto* out = static_cast<T*>(dst);
+          const auto* in_a = static_cast<const T*>(a);
+          const auto* in_b = static_cast<const T*>(b);
+#if LOCKSTEP_KERNELS_AVX2
+          if (detail::cpu_has_avx2_f16c())
+            return detail::pair_loop_avx2<T, Op>(out, in_a, in_b, count);
+#endif
+          detail::pair_loop<T, Op>(out, in_a, in_b, count);
         });
       },
       [&](WidenFn, NarrowFn) {

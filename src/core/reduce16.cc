@@ -81,8 +81,7 @@ namespace avx2 {
 struct F16cCodec {
   static constexpr size_t kBlock = 8;
   template <class Op>
-  [[gnu::always_inline]] inline LOCKSTEP_TARGET static void block(uint16_t* dst,
-                                                                  const uint16_t* a,
+  [[gnu::always_inline]] inline LOCKSTEP_TARGET static void block(uint16_t* dst, const uint16_t* a,
                                                                   const uint16_t* b) {
     const f32x8 fa = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)));
     const f32x8 fb = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
@@ -97,7 +96,9 @@ struct F16cCodec {
 
 }  // namespace
 
-bool reduce_16bit_uses_avx2() { return cpu_has_avx2_f16c(); }
+bool reduce_16bit_uses_avx2() {
+  return cpu_has_avx2_f16c();
+}
 
 void reduce_16bit_baseline(uint16_t* dst, const uint16_t* a, const uint16_t* b, size_t count,
                            DType dtype, ReduceOp op) {

@@ -5,6 +5,9 @@
 // reduce.cc switches on (dtype, op) once per call. Integer arithmetic runs in the unsigned type of
 // the same width, so overflow wraps (two's complement) instead of being undefined.
 //
+// The loops are noinline: each is compiled on its own, where its __restrict parameters are plainly
+// visible to the vectoriser (inlined into the dispatch code, GCC 12 vectorised only some of them).
+//
 // Each loop runs a body whose trip count is a multiple of kVectorBlock, then a scalar tail. GCC at
 // -O2 (its "very cheap" vectoriser cost model) only vectorises loops that need no epilogue, and
 // this shape is what lets it; at -O3 and with Clang it changes nothing.
@@ -21,7 +24,9 @@ namespace lockstep::detail {
 
 // Elements per vectorised block: a multiple of the lane count of any SIMD width up to 512 bits.
 inline constexpr size_t kVectorBlock = 64;
-constexpr size_t vector_body(size_t count) { return count & ~(kVectorBlock - 1); }
+constexpr size_t vector_body(size_t count) {
+  return count & ~(kVectorBlock - 1);
+}
 
 template <class T>
 constexpr T wrap(std::make_unsigned_t<T> bits) {
@@ -93,7 +98,7 @@ struct XorOp {
 
 // dst[i] = dst[i] op src[i].
 template <class T, class Op>
-void into_loop(T* __restrict dst, const T* __restrict src, size_t count) {
+[[gnu::noinline]] void into_loop(T* __restrict dst, const T* __restrict src, size_t count) {
   const size_t body = vector_body(count);
   for (size_t i = 0; i < body; ++i) dst[i] = Op::apply(dst[i], src[i]);
   for (size_t i = body; i < count; ++i) dst[i] = Op::apply(dst[i], src[i]);
@@ -102,15 +107,43 @@ void into_loop(T* __restrict dst, const T* __restrict src, size_t count) {
 // dst[i] = a[i] op b[i]; no overlap at all (reduce.cc routes dst == a / dst == b to into_loop).
 // (into_loop: dst and src do not overlap either; reduce.cc routes src == dst to self_loop.)
 template <class T, class Op>
-void pair_loop(T* __restrict dst, const T* __restrict a, const T* __restrict b, size_t count) {
+[[gnu::noinline]] void pair_loop(T* __restrict dst, const T* __restrict a, const T* __restrict b,
+                                 size_t count) {
   const size_t body = vector_body(count);
   for (size_t i = 0; i < body; ++i) dst[i] = Op::apply(a[i], b[i]);
   for (size_t i = body; i < count; ++i) dst[i] = Op::apply(a[i], b[i]);
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+#define LOCKSTEP_KERNELS_AVX2 1
+// The two hot loops again, compiled for AVX2 (twice the lanes of the x86-64 baseline, SSE2);
+// reduce.cc picks them at run time when cpu_has_avx2_f16c(). Same results: the element operators
+// are the same inline functions.
+template <class T, class Op>
+[[gnu::noinline]] __attribute__((target("avx2"))) void into_loop_avx2(T* __restrict dst,
+                                                                      const T* __restrict src,
+                                                                      size_t count) {
+  const size_t body = vector_body(count);
+  for (size_t i = 0; i < body; ++i) dst[i] = Op::apply(dst[i], src[i]);
+  for (size_t i = body; i < count; ++i) dst[i] = Op::apply(dst[i], src[i]);
+}
+
+template <class T, class Op>
+[[gnu::noinline]] __attribute__((target("avx2"))) void pair_loop_avx2(T* __restrict dst,
+                                                                      const T* __restrict a,
+                                                                      const T* __restrict b,
+                                                                      size_t count) {
+  const size_t body = vector_body(count);
+  for (size_t i = 0; i < body; ++i) dst[i] = Op::apply(a[i], b[i]);
+  for (size_t i = body; i < count; ++i) dst[i] = Op::apply(a[i], b[i]);
+}
+#else
+#define LOCKSTEP_KERNELS_AVX2 0
+#endif
+
 // data[i] = data[i] op data[i]: reduce_into with src == dst, which into_loop's __restrict forbids.
 template <class T, class Op>
-void self_loop(T* __restrict data, size_t count) {
+[[gnu::noinline]] void self_loop(T* __restrict data, size_t count) {
   const size_t body = vector_body(count);
   for (size_t i = 0; i < body; ++i) data[i] = Op::apply(data[i], data[i]);
   for (size_t i = body; i < count; ++i) data[i] = Op::apply(data[i], data[i]);
@@ -119,7 +152,7 @@ void self_loop(T* __restrict data, size_t count) {
 // data[i] /= divisor: true division for floats, truncation toward zero for integers. D is T for
 // floats and T promoted with int for integers, so a divisor beyond T's range still divides right.
 template <class T, class D>
-void divide_loop(T* __restrict data, size_t count, D divisor) {
+[[gnu::noinline]] void divide_loop(T* __restrict data, size_t count, D divisor) {
   const size_t body = vector_body(count);
   for (size_t i = 0; i < body; ++i) data[i] = static_cast<T>(data[i] / divisor);
   for (size_t i = body; i < count; ++i) data[i] = static_cast<T>(data[i] / divisor);

@@ -42,14 +42,22 @@ std::string lower(std::string_view s) {
 
 std::string_view reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::avg: return "avg";
-    case ReduceOp::prod: return "prod";
-    case ReduceOp::min: return "min";
-    case ReduceOp::max: return "max";
-    case ReduceOp::band: return "band";
-    case ReduceOp::bor: return "bor";
-    case ReduceOp::bxor: return "bxor";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::avg:
+      return "avg";
+    case ReduceOp::prod:
+      return "prod";
+    case ReduceOp::min:
+      return "min";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::band:
+      return "band";
+    case ReduceOp::bor:
+      return "bor";
+    case ReduceOp::bxor:
+      return "bxor";
   }
   return "unknown-reduce-op";
 }

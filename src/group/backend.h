@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lockstep/group/process_group.h"
 #include "group/op.h"
@@ -20,6 +21,9 @@ class Backend {
   // Runs op to completion or throws (NetworkError, MismatchError, TimeoutError). Called from one
   // thread at a time, in issue order. op.deadline bounds every wait.
   virtual void run(const Op& op) = 0;
+  // Whether op may run on the calling thread when nothing else is queued (small ops on a
+  // low-latency backend: saves the hand-off to the progress thread). Default: never.
+  virtual bool prefers_inline(const Op& /*op*/) const { return false; }
   // After a failure on this rank: tells the peers (so they fail fast with the cause) and makes
   // every later run() throw. Idempotent. `reason` is the original error's message.
   virtual void abort(const std::string& reason) = 0;
@@ -31,5 +35,7 @@ class Backend {
 // Creates the backend `config.backend` names ("auto" resolves here). Collective over the group:
 // connects to every member through config.store. Throws ConfigError for an unknown name.
 std::unique_ptr<Backend> create_backend(const GroupConfig& config);
+// The backends this build has ("tcp", "shm", ...), without "auto".
+std::vector<std::string> backend_names();
 
 }  // namespace lockstep

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <map>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -28,6 +29,8 @@ namespace {
 // A connection must complete its handshake this soon after it is accepted.
 constexpr milliseconds kHandshakeTimeout{10'000};
 constexpr size_t kScratchBytes = 256 * 1024;
+// Out of file descriptors: stop accepting for this long rather than spin on a readable listener.
+constexpr milliseconds kAcceptPause{100};
 }  // namespace
 
 struct TcpStoreServer::Impl {
@@ -37,6 +40,7 @@ struct TcpStoreServer::Impl {
   std::map<uint64_t, std::unique_ptr<ServerConnection>> conns;
   StoreService service{[this](uint64_t c, const store_proto::Message& m) { deliver(c, m); }};
   uint64_t next_id = 1;
+  std::optional<Clock::time_point> accept_paused_until;
   std::vector<char> scratch = std::vector<char>(kScratchBytes);
   std::thread thread;
 
@@ -89,7 +93,8 @@ bool TcpStoreServer::Impl::poll_once(std::vector<pollfd>& fds,
   fds.clear();
   order.clear();
   fds.push_back({wake_fd.get(), POLLIN, 0});
-  fds.push_back({listen_fd.get(), POLLIN, 0});
+  if (accept_paused_until && *accept_paused_until <= Clock::now()) accept_paused_until.reset();
+  fds.push_back({listen_fd.get(), static_cast<short>(accept_paused_until ? 0 : POLLIN), 0});
   for (auto& [id, c] : conns) {
     fds.push_back({c->fd(), static_cast<short>(c->wants_write() ? POLLOUT : POLLIN), 0});
     order.push_back(c.get());
@@ -114,6 +119,7 @@ bool TcpStoreServer::Impl::poll_once(std::vector<pollfd>& fds,
 
 int TcpStoreServer::Impl::poll_timeout_ms() const {
   std::optional<Clock::time_point> next = service.next_deadline();
+  if (accept_paused_until && (!next || *accept_paused_until < *next)) next = accept_paused_until;
   for (const auto& [id, c] : conns)
     if (!c->handshaken() && (!next || c->handshake_deadline().at() < *next))
       next = c->handshake_deadline().at();
@@ -129,8 +135,12 @@ void TcpStoreServer::Impl::accept_all() {
     int fd = ::accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK)
-        log_warning("store server on port ", port, ": accept failed: ", net::errno_text(errno));
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      log_warning("store server on port ", port, ": accept failed: ", net::errno_text(errno),
+                  errno == EMFILE || errno == ENFILE
+                      ? " (out of file descriptors: raise `ulimit -n`; retrying shortly)"
+                      : "");
+      accept_paused_until = Clock::now() + kAcceptPause;
       return;
     }
     net::tune_tcp(fd, 0);

@@ -32,14 +32,15 @@ std::vector<float> probe_floats(double (*decode)(uint16_t), uint16_t max_finite)
   for (uint32_t b = 0; b < max_finite; b += 7) {
     const double lo = decode(static_cast<uint16_t>(b));
     const auto mid = static_cast<float>((lo + decode(static_cast<uint16_t>(b + 1))) / 2);
-    for (float f : {static_cast<float>(lo), mid, std::nextafter(mid, 0.0f),
-                    std::nextafter(mid, INFINITY)}) {
+    for (float f :
+         {static_cast<float>(lo), mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) {
       out.push_back(f);
       out.push_back(-f);
     }
   }
   std::mt19937 rng(5);
-  for (int i = 0; i < 100000; ++i) out.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+  for (int i = 0; i < 100000; ++i)
+    out.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
   return out;
 }
 

@@ -47,11 +47,11 @@ TEST(DTypeTest, NamesRoundTripThroughParse) {
 
 TEST(DTypeTest, ParsesCommonAliasesInAnyCase) {
   const std::pair<const char*, DType> cases[] = {
-      {"float32", DType::f32},  {"float", DType::f32},    {"float64", DType::f64},
-      {"double", DType::f64},   {"float16", DType::f16},  {"half", DType::f16},
-      {"bfloat16", DType::bf16}, {"int8", DType::i8},     {"uint8", DType::u8},
-      {"int32", DType::i32},    {"int", DType::i32},      {"int64", DType::i64},
-      {"long", DType::i64},     {"bool", DType::boolean}, {"Float32", DType::f32},
+      {"float32", DType::f32},   {"float", DType::f32},    {"float64", DType::f64},
+      {"double", DType::f64},    {"float16", DType::f16},  {"half", DType::f16},
+      {"bfloat16", DType::bf16}, {"int8", DType::i8},      {"uint8", DType::u8},
+      {"int32", DType::i32},     {"int", DType::i32},      {"int64", DType::i64},
+      {"long", DType::i64},      {"bool", DType::boolean}, {"Float32", DType::f32},
       {"BF16", DType::bf16}};
   for (const auto& [name, dtype] : cases) EXPECT_EQ(parse_dtype(name), dtype) << name;
 }
@@ -147,29 +147,28 @@ TEST(HalfTest, RoundsHandPickedTiesToEven) {
   };
   const Case cases[] = {
       {1.0f, 0x3c00},
-      {1.0f + 0x1p-11f, 0x3c00},         // tie between 1 and 1+2^-10: even is 1
-      {1.0f + 3 * 0x1p-11f, 0x3c02},     // tie between odd 0x3c01 and even 0x3c02
+      {1.0f + 0x1p-11f, 0x3c00},             // tie between 1 and 1+2^-10: even is 1
+      {1.0f + 3 * 0x1p-11f, 0x3c02},         // tie between odd 0x3c01 and even 0x3c02
       {1.0f + 0x1p-11f + 0x1p-20f, 0x3c01},  // just above the tie
       {-(1.0f + 0x1p-11f), 0xbc00},
-      {65504.0f, 0x7bff},                // largest half
-      {65519.0f, 0x7bff},                // below the overflow tie
-      {65520.0f, 0x7c00},                // tie with 65536: rounds to even, i.e. inf
+      {65504.0f, 0x7bff},  // largest half
+      {65519.0f, 0x7bff},  // below the overflow tie
+      {65520.0f, 0x7c00},  // tie with 65536: rounds to even, i.e. inf
       {-65520.0f, 0xfc00},
-      {0x1p-24f, 0x0001},                // smallest subnormal
-      {0x1p-25f, 0x0000},                // tie between 0 and 2^-24: even is 0
+      {0x1p-24f, 0x0001},  // smallest subnormal
+      {0x1p-25f, 0x0000},  // tie between 0 and 2^-24: even is 0
       {std::nextafter(0x1p-25f, 1.0f), 0x0001},
-      {3 * 0x1p-25f, 0x0002},            // tie between 1 and 2 subnormal steps
-      {1023.5f * 0x1p-24f, 0x0400},      // tie between largest subnormal and smallest normal
-      {0x1p-14f, 0x0400},                // smallest normal
+      {3 * 0x1p-25f, 0x0002},        // tie between 1 and 2 subnormal steps
+      {1023.5f * 0x1p-24f, 0x0400},  // tie between largest subnormal and smallest normal
+      {0x1p-14f, 0x0400},            // smallest normal
       {-0.0f, 0x8000},
-      {1e-45f, 0x0000},                  // float subnormal
+      {1e-45f, 0x0000},  // float subnormal
       {-1e-45f, 0x8000},
       {INFINITY, 0x7c00},
       {-INFINITY, 0xfc00},
       {1e30f, 0x7c00},
   };
-  for (const auto& c : cases)
-    EXPECT_EQ(half::from_float(c.in), c.out) << std::hexfloat << c.in;
+  for (const auto& c : cases) EXPECT_EQ(half::from_float(c.in), c.out) << std::hexfloat << c.in;
 }
 
 // Every rounding boundary: for each finite half, its value, the midpoint to the next one, and
@@ -179,14 +178,15 @@ TEST(HalfTest, FromFloatMatchesDoubleReference) {
   for (uint32_t b = 0; b < 0x7bff; ++b) {
     const double lo = decode_half(static_cast<uint16_t>(b));
     const auto mid = static_cast<float>((lo + decode_half(static_cast<uint16_t>(b + 1))) / 2);
-    for (float f : {static_cast<float>(lo), mid, std::nextafter(mid, 0.0f),
-                    std::nextafter(mid, INFINITY)}) {
+    for (float f :
+         {static_cast<float>(lo), mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) {
       inputs.push_back(f);
       inputs.push_back(-f);
     }
   }
   std::mt19937 rng(7);
-  for (int i = 0; i < 1'000'000; ++i) inputs.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+  for (int i = 0; i < 1'000'000; ++i)
+    inputs.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
   for (float f : inputs) {
     const uint16_t expected = half_table().encode(f, 0x7e00);
     const uint16_t actual = half::from_float(f);

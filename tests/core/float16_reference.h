@@ -31,8 +31,12 @@ inline double decode_bf16(uint16_t b) {
   return sign * std::ldexp(128 + frac, exp - 134);
 }
 
-inline bool is_nan_half(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0; }
-inline bool is_nan_bf16(uint16_t b) { return (b & 0x7f80) == 0x7f80 && (b & 0x7f) != 0; }
+inline bool is_nan_half(uint16_t h) {
+  return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0;
+}
+inline bool is_nan_bf16(uint16_t b) {
+  return (b & 0x7f80) == 0x7f80 && (b & 0x7f) != 0;
+}
 
 // Round-to-nearest-even encoder for one 16-bit format, from any double.
 class Float16Table {

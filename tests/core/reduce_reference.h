@@ -22,18 +22,44 @@ __extension__ typedef __int128 Int128;
 // Storage type of each dtype; f16 and bf16 are raw bit patterns.
 template <DType D>
 struct Storage;
-template <> struct Storage<DType::f32> { using type = float; };
-template <> struct Storage<DType::f64> { using type = double; };
-template <> struct Storage<DType::f16> { using type = uint16_t; };
-template <> struct Storage<DType::bf16> { using type = uint16_t; };
-template <> struct Storage<DType::i8> { using type = int8_t; };
-template <> struct Storage<DType::u8> { using type = uint8_t; };
-template <> struct Storage<DType::i32> { using type = int32_t; };
-template <> struct Storage<DType::i64> { using type = int64_t; };
+template <>
+struct Storage<DType::f32> {
+  using type = float;
+};
+template <>
+struct Storage<DType::f64> {
+  using type = double;
+};
+template <>
+struct Storage<DType::f16> {
+  using type = uint16_t;
+};
+template <>
+struct Storage<DType::bf16> {
+  using type = uint16_t;
+};
+template <>
+struct Storage<DType::i8> {
+  using type = int8_t;
+};
+template <>
+struct Storage<DType::u8> {
+  using type = uint8_t;
+};
+template <>
+struct Storage<DType::i32> {
+  using type = int32_t;
+};
+template <>
+struct Storage<DType::i64> {
+  using type = int64_t;
+};
 template <DType D>
 using StorageT = typename Storage<D>::type;
 
-constexpr bool is_16bit(DType d) { return d == DType::f16 || d == DType::bf16; }
+constexpr bool is_16bit(DType d) {
+  return d == DType::f16 || d == DType::bf16;
+}
 
 // Exact integer v reduced modulo 2^bits into T's range.
 template <class T>
@@ -51,13 +77,20 @@ T reference_integer(ReduceOp op, T a, T b) {
   const Int128 x = a, y = b;
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: return wrap_exact<T>(x + y);
-    case ReduceOp::prod: return wrap_exact<T>(x * y);
-    case ReduceOp::min: return x <= y ? a : b;
-    case ReduceOp::max: return x >= y ? a : b;
-    case ReduceOp::band: return static_cast<T>(a & b);
-    case ReduceOp::bor: return static_cast<T>(a | b);
-    case ReduceOp::bxor: return static_cast<T>(a ^ b);
+    case ReduceOp::avg:
+      return wrap_exact<T>(x + y);
+    case ReduceOp::prod:
+      return wrap_exact<T>(x * y);
+    case ReduceOp::min:
+      return x <= y ? a : b;
+    case ReduceOp::max:
+      return x >= y ? a : b;
+    case ReduceOp::band:
+      return static_cast<T>(a & b);
+    case ReduceOp::bor:
+      return static_cast<T>(a | b);
+    case ReduceOp::bxor:
+      return static_cast<T>(a ^ b);
   }
   return 0;
 }
@@ -68,15 +101,18 @@ template <class W>
 W reference_float(ReduceOp op, W x, W y) {
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: return x + y;
-    case ReduceOp::prod: return x * y;
+    case ReduceOp::avg:
+      return x + y;
+    case ReduceOp::prod:
+      return x * y;
     case ReduceOp::min:
       if (std::isnan(x) || std::isnan(y)) return NAN;
       return y < x ? y : x;
     case ReduceOp::max:
       if (std::isnan(x) || std::isnan(y)) return NAN;
       return y > x ? y : x;
-    default: return NAN;
+    default:
+      return NAN;
   }
 }
 
@@ -117,17 +153,24 @@ StorageT<D> reference_divide(StorageT<D> x, int divisor) {
 
 template <DType D>
 bool is_nan_value(StorageT<D> v) {
-  if constexpr (D == DType::f16) return is_nan_half(v);
-  else if constexpr (D == DType::bf16) return is_nan_bf16(v);
-  else if constexpr (std::is_floating_point_v<StorageT<D>>) return std::isnan(v);
-  else return false;
+  if constexpr (D == DType::f16)
+    return is_nan_half(v);
+  else if constexpr (D == DType::bf16)
+    return is_nan_bf16(v);
+  else if constexpr (std::is_floating_point_v<StorageT<D>>)
+    return std::isnan(v);
+  else
+    return false;
 }
 
 template <DType D>
 double as_double(StorageT<D> v) {
-  if constexpr (D == DType::f16) return decode_half(v);
-  else if constexpr (D == DType::bf16) return decode_bf16(v);
-  else return static_cast<double>(v);
+  if constexpr (D == DType::f16)
+    return decode_half(v);
+  else if constexpr (D == DType::bf16)
+    return decode_bf16(v);
+  else
+    return static_cast<double>(v);
 }
 
 // Whether actual is the reference result: any NaN for NaN; for min/max the same value (+0 and
@@ -136,7 +179,8 @@ template <DType D>
 bool matches(ReduceOp op, StorageT<D> expected, StorageT<D> actual) {
   if (is_nan_value<D>(expected)) return is_nan_value<D>(actual);
   if (is_nan_value<D>(actual)) return false;
-  if (op == ReduceOp::min || op == ReduceOp::max) return as_double<D>(expected) == as_double<D>(actual);
+  if (op == ReduceOp::min || op == ReduceOp::max)
+    return as_double<D>(expected) == as_double<D>(actual);
   return std::memcmp(&expected, &actual, sizeof(expected)) == 0;
 }
 
@@ -150,8 +194,8 @@ StorageT<D> random_value(std::mt19937_64& rng) {
   if constexpr (D == DType::f32) {
     if (arbitrary) return std::bit_cast<float>(static_cast<uint32_t>(r >> 32));
     const uint32_t exp = 120 + static_cast<uint32_t>((r >> 8) % 16);
-    return std::bit_cast<float>(static_cast<uint32_t>((r >> 63) << 31 | exp << 23 |
-                                                      ((r >> 12) & 0x7fffff)));
+    return std::bit_cast<float>(
+        static_cast<uint32_t>((r >> 63) << 31 | exp << 23 | ((r >> 12) & 0x7fffff)));
   } else if constexpr (D == DType::f64) {
     const double specials[] = {NAN, INFINITY, -INFINITY, -0.0};
     if ((r & 63) == 0) return specials[(r >> 6) & 3];
@@ -173,15 +217,24 @@ StorageT<D> random_value(std::mt19937_64& rng) {
 template <class Fn>
 void with_dtype(DType d, Fn&& fn) {
   switch (d) {
-    case DType::f32: return fn.template operator()<DType::f32>();
-    case DType::f64: return fn.template operator()<DType::f64>();
-    case DType::f16: return fn.template operator()<DType::f16>();
-    case DType::bf16: return fn.template operator()<DType::bf16>();
-    case DType::i8: return fn.template operator()<DType::i8>();
-    case DType::u8: return fn.template operator()<DType::u8>();
-    case DType::i32: return fn.template operator()<DType::i32>();
-    case DType::i64: return fn.template operator()<DType::i64>();
-    case DType::boolean: return;
+    case DType::f32:
+      return fn.template operator()<DType::f32>();
+    case DType::f64:
+      return fn.template operator()<DType::f64>();
+    case DType::f16:
+      return fn.template operator()<DType::f16>();
+    case DType::bf16:
+      return fn.template operator()<DType::bf16>();
+    case DType::i8:
+      return fn.template operator()<DType::i8>();
+    case DType::u8:
+      return fn.template operator()<DType::u8>();
+    case DType::i32:
+      return fn.template operator()<DType::i32>();
+    case DType::i64:
+      return fn.template operator()<DType::i64>();
+    case DType::boolean:
+      return;
   }
 }
 

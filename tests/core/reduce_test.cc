@@ -11,6 +11,7 @@
 
 #include "core/reduce.h"
 #include "core/reduce16.h"
+#include "core/reduce_kernels.h"
 #include "core/reduce_reference.h"
 #include "lockstep/core/error.h"
 
@@ -87,6 +88,30 @@ std::vector<StorageT<D>> random_vector(size_t count, std::mt19937_64& rng) {
   return out;
 }
 
+// Calls fn.template operator()<Op>() with the kernel operator for op.
+template <class T, class Fn>
+void with_kernel_op(ReduceOp op, Fn&& fn) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      return fn.template operator()<detail::SumOp>();
+    case ReduceOp::prod:
+      return fn.template operator()<detail::ProdOp>();
+    case ReduceOp::min:
+      return fn.template operator()<detail::MinOp>();
+    case ReduceOp::max:
+      return fn.template operator()<detail::MaxOp>();
+    default:
+      break;
+  }
+  if constexpr (std::is_integral_v<T>) {
+    if (op == ReduceOp::band) return fn.template operator()<detail::AndOp>();
+    if (op == ReduceOp::bor) return fn.template operator()<detail::OrOp>();
+    if (op == ReduceOp::bxor) return fn.template operator()<detail::XorOp>();
+  }
+  FAIL() << "no kernel operator for " << reduce_op_name(op);
+}
+
 // Runs every entry point that computes a op b element-wise and checks each against one
 // reference vector.
 template <DType D>
@@ -111,7 +136,7 @@ void check_reduce(ReduceOp op, size_t count) {
     EXPECT_TRUE(dst.guards_intact()) << "reduce_pair wrote outside dst";
   }
   if (count > 1000) return;  // the aliasing variants take the same code paths at any size
-  {  // reduce_pair with dst == a
+  {                          // reduce_pair with dst == a
     GuardedBuffer<T> in_a(a, 1), in_b(b, 0);
     reduce_pair(in_a.data(), in_a.data(), in_b.data(), count, D, op);
     EXPECT_TRUE(all_match<D>(op, a, b, expected, in_a.data())) << "reduce_pair dst == a";
@@ -123,10 +148,19 @@ void check_reduce(ReduceOp op, size_t count) {
     EXPECT_TRUE(all_match<D>(op, a, b, expected, in_b.data())) << "reduce_pair dst == b";
     EXPECT_TRUE(in_b.guards_intact());
   }
-  if constexpr (testing::is_16bit(D)) {  // the non-AVX2 flavour, whatever this CPU has
+  // The baseline (non-AVX2) flavours, whatever this CPU would pick.
+  if constexpr (testing::is_16bit(D)) {
     std::vector<uint16_t> dst(count);
     detail::reduce_16bit_baseline(dst.data(), a.data(), b.data(), count, D, op);
     EXPECT_TRUE(all_match<D>(op, a, b, expected, dst.data())) << "baseline 16-bit flavour";
+  } else {
+    std::vector<T> into = a, pair(count);
+    with_kernel_op<T>(op, [&]<class Op>() {
+      detail::into_loop<T, Op>(into.data(), b.data(), count);
+      detail::pair_loop<T, Op>(pair.data(), a.data(), b.data(), count);
+    });
+    EXPECT_TRUE(all_match<D>(op, a, b, expected, into.data())) << "baseline into_loop";
+    EXPECT_TRUE(all_match<D>(op, a, b, expected, pair.data())) << "baseline pair_loop";
   }
 }
 
@@ -196,8 +230,7 @@ void check_finish_average(size_t count, int divisor) {
   for (size_t i = 0; i < count; ++i) expected[i] = reference_divide<D>(x[i], divisor);
   GuardedBuffer<T> data(x, 1);
   finish_average(data.data(), count, D, divisor);
-  EXPECT_TRUE(all_match<D>(ReduceOp::avg, x, x, expected, data.data()))
-      << "divisor " << divisor;
+  EXPECT_TRUE(all_match<D>(ReduceOp::avg, x, x, expected, data.data())) << "divisor " << divisor;
   EXPECT_TRUE(data.guards_intact());
 }
 

@@ -6,6 +6,7 @@
 
 #include "group/closed_forms.h"
 #include "lockstep/core/error.h"
+#include "group/backend.h"
 #include "support/spawn.h"
 
 namespace lockstep::testing {
@@ -29,10 +30,16 @@ size_t offset_of(const std::vector<size_t>& counts, int r) {
   return std::accumulate(counts.begin(), counts.begin() + r, size_t{0});
 }
 
-class MovementCollectives : public ::testing::TestWithParam<int> {};
+class MovementCollectives : public ::testing::TestWithParam<std::tuple<std::string, int>> {
+ protected:
+  // Runs fn on every rank of a fresh group of the parameterised backend and world size.
+  void run(const std::function<void(ProcessGroup&)>& fn) {
+    spawn_groups(std::get<1>(GetParam()), fn, std::get<0>(GetParam()));
+  }
+};
 
 TEST_P(MovementCollectives, BroadcastFromEveryRoot) {
-  spawn_groups(GetParam(), [](ProcessGroup& pg) {
+  run([](ProcessGroup& pg) {
     for (DType t : kAllDTypes)
       for (int root = 0; root < pg.size(); ++root)
         for (size_t count : kCounts) {
@@ -52,7 +59,7 @@ TEST_P(MovementCollectives, BroadcastFromEveryRoot) {
 }
 
 TEST_P(MovementCollectives, AllGatherAndV) {
-  spawn_groups(GetParam(), [](ProcessGroup& pg) {
+  run([](ProcessGroup& pg) {
     const int n = pg.size();
     for (DType t : kAllDTypes)
       for (size_t count : kCounts) {
@@ -82,7 +89,7 @@ TEST_P(MovementCollectives, AllGatherAndV) {
 }
 
 TEST_P(MovementCollectives, GatherAndScatterEveryRoot) {
-  spawn_groups(GetParam(), [](ProcessGroup& pg) {
+  run([](ProcessGroup& pg) {
     const int n = pg.size();
     for (DType t : {DType::f32, DType::bf16, DType::i64, DType::boolean})
       for (int root = 0; root < n; ++root)
@@ -120,7 +127,7 @@ TEST_P(MovementCollectives, GatherAndScatterEveryRoot) {
 }
 
 TEST_P(MovementCollectives, AllToAllAndV) {
-  spawn_groups(GetParam(), [](ProcessGroup& pg) {
+  run([](ProcessGroup& pg) {
     const int n = pg.size();
     const size_t me = static_cast<size_t>(pg.rank());
     for (DType t : kAllDTypes)
@@ -151,7 +158,7 @@ TEST_P(MovementCollectives, AllToAllAndV) {
 }
 
 TEST_P(MovementCollectives, SendRecvRingWithTags) {
-  spawn_groups(GetParam(), [](ProcessGroup& pg) {
+  run([](ProcessGroup& pg) {
     const int n = pg.size();
     if (n == 1) return;
     int next = (pg.rank() + 1) % n, prev = (pg.rank() + n - 1) % n;
@@ -168,7 +175,7 @@ TEST_P(MovementCollectives, SendRecvRingWithTags) {
 }
 
 TEST_P(MovementCollectives, BarrierAndSubgroups) {
-  spawn_groups(GetParam(), [](ProcessGroup& pg) {
+  run([](ProcessGroup& pg) {
     const int n = pg.size();
     for (int i = 0; i < 20; ++i) pg.barrier()->wait();
     // Even ranks and odd ranks each form a subgroup; all_reduce inside each.
@@ -192,8 +199,13 @@ TEST_P(MovementCollectives, BarrierAndSubgroups) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, MovementCollectives, ::testing::Values(1, 2, 3, 4, 5, 8),
-                         [](const auto& info) { return "world" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Backends, MovementCollectives,
+                         ::testing::Combine(::testing::ValuesIn(backend_names()),
+                                            ::testing::Values(1, 2, 3, 4, 5, 8)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_world" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 }  // namespace
 }  // namespace lockstep::testing

@@ -6,6 +6,7 @@
 
 #include "group/closed_forms.h"
 #include "lockstep/core/error.h"
+#include "group/backend.h"
 #include "support/spawn.h"
 
 namespace lockstep::testing {
@@ -33,10 +34,16 @@ void all_reduce_case(ProcessGroup& pg, DType t, ReduceOp op, size_t count, bool 
                  ctx("all_reduce", t, op, pg, count));
 }
 
-class ReduceCollectives : public ::testing::TestWithParam<int> {};
+class ReduceCollectives : public ::testing::TestWithParam<std::tuple<std::string, int>> {
+ protected:
+  // Runs fn on every rank of a fresh group of the parameterised backend and world size.
+  void run(const std::function<void(ProcessGroup&)>& fn) {
+    spawn_groups(std::get<1>(GetParam()), fn, std::get<0>(GetParam()));
+  }
+};
 
 TEST_P(ReduceCollectives, AllReduceEveryDtypeAndOp) {
-  spawn_groups(GetParam(), [](ProcessGroup& pg) {
+  run([](ProcessGroup& pg) {
     for (DType t : kAllDTypes)
       for (ReduceOp op : kAllReduceOps)
         if (reduce_op_supports(op, t))
@@ -45,7 +52,7 @@ TEST_P(ReduceCollectives, AllReduceEveryDtypeAndOp) {
 }
 
 TEST_P(ReduceCollectives, AllReduceLargeEveryDtype) {
-  spawn_groups(GetParam(), [](ProcessGroup& pg) {
+  run([](ProcessGroup& pg) {
     for (DType t : kAllDTypes) {
       if (t == DType::boolean) continue;
       all_reduce_case(pg, t, ReduceOp::sum, kLargeCount, true);
@@ -57,7 +64,7 @@ TEST_P(ReduceCollectives, AllReduceLargeEveryDtype) {
 }
 
 TEST_P(ReduceCollectives, AllReduceForcedAlgorithms) {
-  spawn_groups(GetParam(), [](ProcessGroup& pg) {
+  run([](ProcessGroup& pg) {
     for (Algorithm a : {Algorithm::ring, Algorithm::recursive_doubling})
       for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{100'003}}) {
         TypedBuffer buf(DType::f32, count);
@@ -70,7 +77,7 @@ TEST_P(ReduceCollectives, AllReduceForcedAlgorithms) {
 }
 
 TEST_P(ReduceCollectives, ReduceToEveryRoot) {
-  spawn_groups(GetParam(), [](ProcessGroup& pg) {
+  run([](ProcessGroup& pg) {
     for (int root = 0; root < pg.size(); ++root)
       for (DType t : {DType::f32, DType::i64, DType::bf16, DType::u8})
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::prod})
@@ -90,7 +97,7 @@ TEST_P(ReduceCollectives, ReduceToEveryRoot) {
 }
 
 TEST_P(ReduceCollectives, ReduceScatterUniformAndV) {
-  spawn_groups(GetParam(), [](ProcessGroup& pg) {
+  run([](ProcessGroup& pg) {
     const int n = pg.size();
     for (DType t : {DType::f32, DType::f64, DType::f16, DType::i32, DType::i8})
       for (size_t per_rank : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}}) {
@@ -117,8 +124,13 @@ TEST_P(ReduceCollectives, ReduceScatterUniformAndV) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, ReduceCollectives, ::testing::Values(1, 2, 3, 4, 5, 8),
-                         [](const auto& info) { return "world" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Backends, ReduceCollectives,
+                         ::testing::Combine(::testing::ValuesIn(backend_names()),
+                                            ::testing::Values(1, 2, 3, 4, 5, 8)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_world" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 }  // namespace
 }  // namespace lockstep::testing

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <ostream>
 
 #include "launcher_test_util.h"
 
@@ -16,6 +17,10 @@ struct BadInput {
   std::vector<std::string> args;  // the program is appended where it is "{PROGRAM}"
   const char* message;            // must appear in the output
 };
+
+void PrintTo(const BadInput& input, std::ostream* out) {
+  *out << input.name;
+}
 
 class LauncherBadInput : public ::testing::TestWithParam<BadInput> {};
 
