@@ -60,7 +60,7 @@ void kill_all(const std::vector<pid_t>& pids);
 
 // This test binary's path (to start it again as a rank, see child_mode_test.cc).
 std::string test_binary();
-// Environment that makes the test binary, started as a rank, run LauncherChild.Main in `mode`.
+// Environment that makes the test binary, started as a rank, run LauncherChild.DISABLED_Main in `mode`.
 EnvChanges child_mode_env(const std::string& mode);
 
 std::string read_file(const std::string& path);
