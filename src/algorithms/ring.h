@@ -9,12 +9,19 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdlib>
 #include <functional>
 #include <vector>
 
 #include "algorithms/algorithms.h"
 
 namespace lockstep {
+
+// EXPERIMENT
+inline size_t exp_env(const char* name, size_t dflt) {
+  const char* v = std::getenv(name);
+  return v ? std::strtoull(v, nullptr, 10) : dflt;
+}
 
 struct ByteRange {
   size_t offset = 0;
@@ -23,7 +30,7 @@ struct ByteRange {
 
 struct RingLayout {
   std::vector<ByteRange> chunks;  // chunk i of the buffer, by byte offset
-  size_t segment_bytes = kSegmentBytes;
+  size_t segment_bytes = exp_env("LOCKSTEP_EXP_SEG", kSegmentBytes);  // EXPERIMENT
 
   int size() const { return static_cast<int>(chunks.size()); }
   size_t segments(int chunk) const;

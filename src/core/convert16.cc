@@ -11,9 +11,9 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#define LOCKSTEP_HAVE_F16C_PATH 1
+#define LOCKSTEP_X86 1
 #else
-#define LOCKSTEP_HAVE_F16C_PATH 0
+#define LOCKSTEP_X86 0
 #endif
 
 namespace lockstep::detail {
@@ -49,7 +49,7 @@ void narrow_bf16_baseline(uint16_t* __restrict dst, const float* __restrict src,
   for (size_t i = body; i < count; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 
-#if LOCKSTEP_HAVE_F16C_PATH
+#if LOCKSTEP_X86
 
 namespace {
 
@@ -88,7 +88,7 @@ void narrow_bf16_avx2(uint16_t* dst, const float* src, size_t count) {
 #endif
 
 void narrow_bf16(uint16_t* dst, const float* src, size_t count) {
-#if LOCKSTEP_HAVE_F16C_PATH
+#if LOCKSTEP_X86
   if (cpu_has_avx2_f16c()) return narrow_bf16_avx2(dst, src, count);
 #endif
   narrow_bf16_baseline(dst, src, count);
@@ -102,7 +102,7 @@ void narrow_f16_portable(uint16_t* __restrict dst, const float* __restrict src, 
   for (size_t i = 0; i < count; ++i) dst[i] = float_to_half_bits(src[i]);
 }
 
-#if LOCKSTEP_HAVE_F16C_PATH
+#if LOCKSTEP_X86
 
 bool cpu_has_f16c() {
   return cpu_has_avx2_f16c();

@@ -3,7 +3,7 @@
 // NaN stays NaN (quieted), infinities and subnormals are preserved.
 //
 // f16 has two implementations: F16C instructions (x86, chosen at run time when the CPU has them)
-// and a portable integer one. Both give bit-identical results except for NaN payloads. The
+// and a portable integer one. Both give bit-identical results, NaN payloads included. The
 // dispatching entry points pick once per process. Pointers need element alignment only.
 #pragma once
 

@@ -112,10 +112,10 @@ void reduce_into(void* dst, const void* src, size_t count, DType dtype, ReduceOp
 }
 
 void reduce_pair(void* dst, const void* a, const void* b, size_t count, DType dtype, ReduceOp op) {
+  check_supported("reduce_pair", dtype, op);
   // Every op is commutative, so an aliased output is an in-place reduction of the other input.
   if (dst == a) return reduce_into(dst, b, count, dtype, op);
   if (dst == b) return reduce_into(dst, a, count, dtype, op);
-  check_supported("reduce_pair", dtype, op);
   visit_dtype(
       dtype,
       [&]<class T>() {

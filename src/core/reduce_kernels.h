@@ -13,8 +13,8 @@
 // this shape is what lets it; at -O3 and with Clang it changes nothing.
 //
 // Floating min/max propagate NaN: if either operand is NaN the result is NaN, whatever the order
-// (unlike std::min, which returns its first argument when the comparison is unordered). Among
-// equal values (+0 and -0) the destination operand wins.
+// (unlike std::min, which returns its first argument when the comparison is unordered). Between
+// equal values (+0 and -0) the first operand wins: dst for reduce_into, a for reduce_pair.
 #pragma once
 
 #include <cstddef>

@@ -2,6 +2,7 @@
 // factory; "auto" picks the best one for where the ranks are.
 #include <fstream>
 
+#include "backends/shm/backend.h"
 #include "backends/tcp/backend.h"
 #include "group/backend.h"
 #include "lockstep/core/error.h"
@@ -19,6 +20,7 @@ struct BackendEntry {
 
 constexpr BackendEntry kBackends[] = {
     {"tcp", make_tcp_backend},
+    {"shm", make_shm_backend},
 };
 
 std::string known_names() {

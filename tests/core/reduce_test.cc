@@ -201,16 +201,16 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 class ReduceKernelTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ReduceKernelTest, MatchesReferenceAtEverySize) {
-  const auto [dtype, op] = GetParam();
+  const Case c = GetParam();
   for (size_t count : kSizes) {
     SCOPED_TRACE("count " + std::to_string(count));
-    with_dtype(dtype, [&]<DType D>() { check_reduce<D>(op, count); });
+    with_dtype(c.dtype, [&]<DType D>() { check_reduce<D>(c.op, count); });
   }
 }
 
 TEST_P(ReduceKernelTest, ReducesABufferWithItself) {
-  const auto [dtype, op] = GetParam();
-  with_dtype(dtype, [&]<DType D>() { check_self_reduce<D>(op); });
+  const Case c = GetParam();
+  with_dtype(c.dtype, [&]<DType D>() { check_self_reduce<D>(c.op); });
 }
 
 INSTANTIATE_TEST_SUITE_P(AllSupported, ReduceKernelTest, ::testing::ValuesIn(supported_cases()),

@@ -3,6 +3,7 @@
 #include "backends/tcp/backend.h"
 
 #include "algorithms/algorithms.h"
+#include "algorithms/ring.h"
 #include "backends/tcp/mesh.h"
 #include "backends/tcp/peer_errors.h"
 #include "backends/tcp/tcp_transport.h"
@@ -26,7 +27,7 @@ class TcpBackend final : public Backend {
                                .store = config.store,
                                .advertise_address = config.advertise_address,
                                .hostname = host,
-                               .socket_buffer_bytes = kSocketBufferBytes,
+                               .socket_buffer_bytes = static_cast<int>(exp_env("LOCKSTEP_EXP_BUF", kSocketBufferBytes)),
                                .deadline = Deadline::after(config.timeout)});
     transport_ = std::make_unique<TcpTransport>(std::move(conns),
                                                 TransportIdentity{.group = config.name,

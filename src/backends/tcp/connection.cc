@@ -16,12 +16,17 @@ namespace {
 constexpr size_t kHeaderBytes = sizeof(MessageHeader);
 constexpr int kMaxIov = 64;
 constexpr size_t kMaxControlBytes = 64 * 1024;  // an abort reason longer than this is corrupt
+// Payloads up to this size are read through the inbox together with the next header (one
+// system call per small message); larger ones go straight into the caller's buffer.
+constexpr size_t kSmallPayloadBytes = 16 * 1024;
+constexpr size_t kInboxBytes = 64 * 1024;
 
 bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
 
 }  // namespace
 
-Connection::Connection(net::Fd fd, PeerInfo peer) : fd_(std::move(fd)), peer_(std::move(peer)) {}
+Connection::Connection(net::Fd fd, PeerInfo peer)
+    : fd_(std::move(fd)), peer_(std::move(peer)), inbox_(kInboxBytes) {}
 
 void Connection::queue_send(const MessageHeader& header, const void* payload, Request id) {
   sends_.push_back({header, static_cast<const char*>(payload), 0, id});
@@ -31,24 +36,55 @@ void Connection::queue_recv(void* data, size_t bytes, Request id) {
   recvs_.push_back({static_cast<char*>(data), bytes, id});
 }
 
+// Reads up to max_bytes from the socket onto the end of the inbox. Returns what recv returns
+// (0: the peer closed; after our close: 0 as well).
+ssize_t Connection::fill_inbox(size_t max_bytes) {
+  if (!fd_.valid()) return 0;
+  if (inbox_begin_ == inbox_end_) inbox_begin_ = inbox_end_ = 0;
+  if (inbox_end_ + max_bytes > inbox_.size()) {
+    std::memmove(inbox_.data(), inbox_.data() + inbox_begin_, inbox_size());
+    inbox_end_ -= inbox_begin_;
+    inbox_begin_ = 0;
+    if (inbox_end_ + max_bytes > inbox_.size()) inbox_.resize(std::max(kInboxBytes, inbox_end_ + max_bytes));
+  }
+  for (;;) {
+    ssize_t r = ::recv(fd_.get(), inbox_.data() + inbox_end_, max_bytes, MSG_DONTWAIT);
+    if (r > 0) inbox_end_ += static_cast<size_t>(r);
+    if (r >= 0 || errno != EINTR) return r;
+  }
+}
+
+// Whether the inbox holds `bytes`, reading up to `read_up_to` more at a time (bytes read ahead
+// save a system call for the next header or small payload). False: nothing more for now.
+bool Connection::ensure_inbox(size_t bytes, size_t read_up_to) {
+  while (inbox_size() < bytes) {
+    ssize_t r = fill_inbox(std::max(read_up_to, bytes) - inbox_size());
+    if (r > 0) continue;
+    if (r < 0 && would_block(errno)) return false;
+    throw_read_failure(r);
+  }
+  return true;
+}
+
+// Bytes from the inbox first, then from the socket.
 ssize_t Connection::read_some(void* buf, size_t n) {
-  if (stash_pos_ < stash_.size()) {
-    size_t take = std::min(n, stash_.size() - stash_pos_);
-    std::memcpy(buf, stash_.data() + stash_pos_, take);
-    stash_pos_ += take;
+  if (inbox_size() > 0) {
+    size_t take = std::min(n, inbox_size());
+    std::memcpy(buf, inbox_.data() + inbox_begin_, take);
+    inbox_begin_ += take;
     return static_cast<ssize_t>(take);
   }
-  if (!fd_.valid()) return 0;  // the peer closed after its goodbye: the stash was all there was
+  if (!fd_.valid()) return 0;
   for (;;) {
     ssize_t r = ::recv(fd_.get(), buf, n, MSG_DONTWAIT);
     if (r >= 0 || errno != EINTR) return r;
   }
 }
 
-void Connection::throw_read_failure(ssize_t rc, bool mid_message) {
+void Connection::throw_read_failure(ssize_t rc) {
   PeerEvent e;
   e.peer = peer_.rank;
-  e.mid_message = mid_message;
+  e.mid_message = in_payload_ || inbox_size() > 0;
   if (rc < 0) {
     e.kind = PeerEvent::reset;
     e.error = errno;
@@ -56,24 +92,17 @@ void Connection::throw_read_failure(ssize_t rc, bool mid_message) {
   throw e;
 }
 
-// Reads the rest of the header; false when the socket has no more bytes for now.
-bool Connection::read_header() {
-  while (header_got_ < kHeaderBytes) {
-    ssize_t r = read_some(reinterpret_cast<char*>(&in_header_) + header_got_,
-                          kHeaderBytes - header_got_);
-    if (r > 0) {
-      header_got_ += static_cast<size_t>(r);
-      continue;
-    }
-    if (r < 0 && would_block(errno)) return false;
-    throw_read_failure(r, header_got_ > 0);
-  }
+// Takes the next header out of the inbox; false when it has not fully arrived.
+bool Connection::take_header(size_t read_up_to) {
+  if (!ensure_inbox(kHeaderBytes, read_up_to)) return false;
+  std::memcpy(&in_header_, inbox_.data() + inbox_begin_, kHeaderBytes);
   if (!header_is_valid(in_header_)) {
     char text[64];
     std::snprintf(text, sizeof(text), "magic 0x%08x, frame type %u", in_header_.magic,
                   static_cast<unsigned>(in_header_.frame));
     throw PeerEvent{.kind = PeerEvent::garbage, .peer = peer_.rank, .text = text};
   }
+  inbox_begin_ += kHeaderBytes;
   return true;
 }
 
@@ -104,11 +133,45 @@ void Connection::read_control_payload() {
   throw e;
 }
 
+// Reads the payload of in_header_ into item: small payloads through the inbox, large ones
+// straight into the caller's buffer (with the next header read ahead into the inbox). False when
+// the rest has not arrived yet.
+bool Connection::read_payload(RecvItem& item) {
+  size_t take = std::min(inbox_size(), item.bytes - payload_got_);
+  std::memcpy(item.data + payload_got_, inbox_.data() + inbox_begin_, take);
+  inbox_begin_ += take;
+  payload_got_ += take;
+  while (payload_got_ < item.bytes) {
+    const size_t left = item.bytes - payload_got_;
+    if (left <= kSmallPayloadBytes) {
+      if (!ensure_inbox(left, left + kHeaderBytes)) return false;
+      std::memcpy(item.data + payload_got_, inbox_.data() + inbox_begin_, left);
+      inbox_begin_ += left;
+      payload_got_ += left;
+      break;
+    }
+    if (inbox_.size() < kHeaderBytes) inbox_.resize(kInboxBytes);
+    inbox_begin_ = inbox_end_ = 0;  // empty: drained above
+    iovec iov[2] = {{item.data + payload_got_, left}, {inbox_.data(), kHeaderBytes}};
+    ssize_t r = fd_.valid() ? ::readv(fd_.get(), iov, 2) : 0;
+    if (r > 0) {
+      size_t into_payload = std::min(static_cast<size_t>(r), left);
+      payload_got_ += into_payload;
+      inbox_end_ = static_cast<size_t>(r) - into_payload;
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && would_block(errno)) return false;
+    throw_read_failure(r);
+  }
+  return true;
+}
+
 void Connection::pump_recv(std::vector<Request>& done, const HeaderChecker& check) {
   while (!recvs_.empty()) {
     RecvItem& item = recvs_.front();
     if (!in_payload_) {
-      if (!read_header()) return;
+      if (!take_header(kHeaderBytes + (item.bytes <= kSmallPayloadBytes ? item.bytes : 0))) return;
       if (in_header_.frame == FrameType::abort) read_control_payload();
       if (in_header_.frame == FrameType::bye)
         throw PeerEvent{.kind = PeerEvent::goodbye, .peer = peer_.rank};
@@ -116,19 +179,10 @@ void Connection::pump_recv(std::vector<Request>& done, const HeaderChecker& chec
       in_payload_ = true;
       payload_got_ = 0;
     }
-    while (payload_got_ < item.bytes) {
-      ssize_t r = read_some(item.data + payload_got_, item.bytes - payload_got_);
-      if (r > 0) {
-        payload_got_ += static_cast<size_t>(r);
-        continue;
-      }
-      if (r < 0 && would_block(errno)) return;
-      throw_read_failure(r, true);
-    }
+    if (!read_payload(item)) return;
     done.push_back(item.id);
     recvs_.pop_front();
     in_payload_ = false;
-    header_got_ = 0;
   }
 }
 
@@ -180,23 +234,17 @@ bool Connection::clear_queues() {
 }
 
 std::optional<PeerEvent> Connection::inspect_close() {
-  bool ended = !fd_.valid();
   int error = 0;
-  char buf[64 * 1024];
-  while (!ended) {
-    ssize_t r = ::recv(fd_.get(), buf, sizeof(buf), MSG_DONTWAIT);
-    if (r > 0) {
-      stash_.append(buf, static_cast<size_t>(r));
-    } else if (r == 0) {
-      ended = true;
-    } else if (errno != EINTR) {
-      if (would_block(errno)) return std::nullopt;  // still open: a spurious wake-up
-      error = errno;
-      ended = true;
-    }
+  while (fd_.valid()) {
+    ssize_t r = fill_inbox(kInboxBytes);
+    if (r > 0) continue;
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && would_block(errno)) return std::nullopt;  // still open: a spurious wake-up
+    if (r < 0) error = errno;
+    break;
   }
   fd_.reset();
-  PeerEvent e = scan_stash();
+  PeerEvent e = scan_inbox();
   if (e.kind == PeerEvent::closed && error != 0 && !e.mid_message) {
     e.kind = PeerEvent::reset;
     e.error = error;
@@ -204,19 +252,19 @@ std::optional<PeerEvent> Connection::inspect_close() {
   return e;
 }
 
-// What the bytes the peer left behind say, without consuming them.
-PeerEvent Connection::scan_stash() {
+// What the bytes the peer left behind say, without consuming them. REQUIRES at_frame_boundary().
+PeerEvent Connection::scan_inbox() {
   PeerEvent e{.kind = PeerEvent::closed, .peer = peer_.rank};
-  size_t p = stash_pos_;
-  while (stash_.size() - p >= kHeaderBytes) {
+  size_t p = inbox_begin_;
+  while (inbox_end_ - p >= kHeaderBytes) {
     MessageHeader h;
-    std::memcpy(&h, stash_.data() + p, kHeaderBytes);
+    std::memcpy(&h, inbox_.data() + p, kHeaderBytes);
     if (!header_is_valid(h)) return PeerEvent{.kind = PeerEvent::garbage, .peer = peer_.rank};
     size_t frame_end = p + kHeaderBytes + h.payload_bytes;
     if (h.frame == FrameType::abort) {
       e.kind = PeerEvent::aborted;
-      size_t end = std::min(frame_end, stash_.size());
-      std::string payload = stash_.substr(p + kHeaderBytes, end - p - kHeaderBytes);
+      size_t end = std::min(frame_end, inbox_end_);
+      std::string payload(inbox_.data() + p + kHeaderBytes, end - p - kHeaderBytes);
       if (!payload.empty()) {
         e.error_class = static_cast<ErrorClass>(payload[0]);
         e.text = payload.substr(1);
@@ -224,14 +272,13 @@ PeerEvent Connection::scan_stash() {
       return e;
     }
     if (h.frame == FrameType::bye) {
-      said_goodbye_ = true;
       e.kind = PeerEvent::goodbye;
       return e;
     }
-    if (frame_end > stash_.size()) break;
+    if (frame_end > inbox_end_) break;
     p = frame_end;
   }
-  e.mid_message = p != stash_.size();
+  e.mid_message = p != inbox_end_;
   return e;
 }
 
@@ -260,7 +307,7 @@ bool Connection::discard_until_goodbye() {
   try {
     for (;;) {
       if (!in_payload_) {
-        if (!read_header()) return false;
+        if (!take_header(kHeaderBytes)) return false;
         if (in_header_.frame != FrameType::data) return true;
         in_payload_ = true;
         payload_got_ = 0;
@@ -272,11 +319,10 @@ bool Connection::discard_until_goodbye() {
           payload_got_ += static_cast<size_t>(r);
           continue;
         }
-        if (r < 0 && would_block(errno)) return false;
-        return true;
+        if (r < 0 && errno == EINTR) continue;
+        return r < 0 && would_block(errno) ? false : true;
       }
       in_payload_ = false;
-      header_got_ = 0;
     }
   } catch (const PeerEvent&) {
     return true;  // closed, reset or garbage: nothing more will come

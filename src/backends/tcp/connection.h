@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 #include "algorithms/message_header.h"
@@ -54,10 +55,8 @@ class Connection {
   bool open() const { return fd_.valid(); }
   bool has_sends() const { return !sends_.empty(); }
   bool has_recvs() const { return !recvs_.empty(); }
-  // Whether a receive can progress without the socket (stashed bytes of a closed peer).
-  bool has_stashed_input() const { return stash_pos_ < stash_.size() || (!open() && has_recvs()); }
-  // Whether the incoming stream is between frames (nothing of a frame has been read).
-  bool at_frame_boundary() const { return !in_payload_ && header_got_ == 0; }
+  // Whether the incoming stream is between frames (no payload half read).
+  bool at_frame_boundary() const { return !in_payload_; }
   size_t pending_recvs() const { return recvs_.size(); }
   size_t pending_sends() const { return sends_.size(); }
 
@@ -67,14 +66,14 @@ class Connection {
   void pump_send(std::vector<Request>& done);
   // Reads what has arrived; appends the ids of completed receives to done.
   void pump_recv(std::vector<Request>& done, const HeaderChecker& check);
-  // Drops every queued message of the failed op (the stream position is kept when it is at a
-  // frame boundary). Returns whether the outgoing stream is at a frame boundary.
+  // Drops every queued message of the failed op. Returns whether the outgoing stream is at a
+  // frame boundary (so that a control frame may follow).
   bool clear_queues();
 
   // The peer half-closed or errored (POLLRDHUP/POLLHUP/POLLERR) while nothing of ours reads from
-  // it: reads what is left into the stash and returns what the stream says (an abort, a goodbye
-  // after complete frames, or a close without goodbye). After a goodbye the socket is closed and
-  // later receives consume the stash.
+  // it: reads what is left into the inbox and returns what the stream says (an abort, a goodbye
+  // after complete frames, or a close without goodbye); nothing when the socket is in fact still
+  // open. Afterwards the socket is closed and later receives consume the inbox.
   std::optional<PeerEvent> inspect_close();
 
   // Best-effort, non-blocking control frame (abort or bye); returns whether it was written whole.
@@ -99,25 +98,28 @@ class Connection {
     Request id;
   };
 
+  size_t inbox_size() const { return inbox_end_ - inbox_begin_; }
+  ssize_t fill_inbox(size_t max_bytes);
+  bool ensure_inbox(size_t bytes, size_t read_up_to);
   ssize_t read_some(void* buf, size_t n);
-  [[noreturn]] void throw_read_failure(ssize_t rc, bool mid_message);
-  bool read_header();
+  [[noreturn]] void throw_read_failure(ssize_t rc);
+  bool take_header(size_t read_up_to);
+  bool read_payload(RecvItem& item);
   void read_control_payload();
-  PeerEvent scan_stash();
+  PeerEvent scan_inbox();
 
   net::Fd fd_;
   PeerInfo peer_;
   std::deque<SendItem> sends_;
   std::deque<RecvItem> recvs_;
-  // Receive state: the header being read, then the payload of recvs_.front().
+  // Receive state: between frames, or inside the payload of in_header_ (for recvs_.front()).
   MessageHeader in_header_{};
-  size_t header_got_ = 0;
   bool in_payload_ = false;
   size_t payload_got_ = 0;
-  // Bytes read ahead after the peer closed (see inspect_close).
-  std::string stash_;
-  size_t stash_pos_ = 0;
-  bool said_goodbye_ = false;  // the stash ends with the peer's bye
+  // Bytes read from the socket but not yet consumed: headers read ahead with a payload, small
+  // payloads, and everything a closed peer left behind (see inspect_close).
+  std::vector<char> inbox_;
+  size_t inbox_begin_ = 0, inbox_end_ = 0;
 };
 
 }  // namespace lockstep

@@ -1,0 +1,25 @@
+// Descriptors: the always-on mismatch check of the shm backend. Each rank publishes a small record
+// of its op (kind, sequence number, dtype, reduce op, root, tag, algorithm, agreed bytes and a
+// checksum of a _v counts array: the tcp backend's MessageHeader) before any data moves, and every
+// rank compares the others' records with its own op. Any difference is a MismatchError worded as
+// on tcp ("all_reduce #12: rank 1 sent 4000 bytes, rank 0 expected 4096 ...").
+#pragma once
+
+#include <cstdint>
+
+#include "backends/shm/layout.h"
+#include "group/op.h"
+
+namespace lockstep::shm {
+
+// This rank's descriptor for op: payload_bytes is what it contributes, inline_data whether that
+// payload already sits in its small slot.
+Descriptor make_descriptor(const Op& op, uint64_t payload_bytes, bool inline_data);
+
+// Compares every other rank's descriptor (op parity `parity`) with op; for all_to_all also checks
+// that each rank's send count to this rank equals this rank's recv count from it. Throws
+// MismatchError on the first difference. REQUIRES every rank has published (its step reached the
+// op's arrival).
+void check_descriptors(const SegmentView& segment, int parity, const Op& op, int rank);
+
+}  // namespace lockstep::shm

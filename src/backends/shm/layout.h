@@ -1,0 +1,138 @@
+// The shared-memory segment of one group: what lives where, as every rank maps it.
+//
+//   SegmentHeader                     identity, attach counter, abort record
+//   RankControl x N                   per rank: step counter (futex word), state, pid, descriptors
+//   counts x N                        per rank, per op parity: N uint64 (all_to_all send counts)
+//   small slots x N                   per rank, per op parity: kSmallSlotBytes (one-sync path)
+//   chunk buffers x N                 per rank: kChunkDepth buffers of chunk_bytes (pipelined path)
+//   MailboxControl x N*N              per ordered pair (sender, receiver): sent / taken counters
+//   mailbox buffers x N*N             per ordered pair: kMailboxDepth x (header + mailbox_bytes)
+//
+// Every field another rank writes sits on its own cache line. All ranks compute the same layout
+// from the group size, and check the header's size and version when they attach.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "algorithms/message_header.h"
+
+namespace lockstep::shm {
+
+inline constexpr uint64_t kSegmentMagic = 0x4c4b53504d485321;  // "!SHMPSKL"
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr size_t kCacheLine = 64;
+inline constexpr size_t kAbortReasonBytes = 2048;
+
+// Sizes (docs/shm.md has the measurements behind them).
+inline constexpr size_t kSmallSlotBytes = 64 * 1024;  // per rank and op parity
+inline constexpr size_t kChunkDepth = 2;              // chunk buffers per rank (double buffering)
+inline constexpr size_t kMailboxDepth = 2;            // buffers per ordered pair
+
+// Chunk buffer bytes for a group of n ranks: large enough to amortise a sync, small enough that
+// a rank's buffers stay in cache while the peers read them.
+size_t chunk_bytes_for(int n);
+// Mailbox buffer bytes for a group of n ranks (shrinks with n: there are n*(n-1) mailboxes).
+size_t mailbox_bytes_for(int n);
+
+// One rank's view of an op, published at its start so that peers compare before touching data.
+struct alignas(kCacheLine) Descriptor {
+  MessageHeader header;        // the op's identity (payload_bytes: unused, 0)
+  uint64_t payload_bytes = 0;  // what this rank contributes (all_to_all: its send total)
+  uint8_t inline_data = 0;     // 1: the payload sits in this rank's small slot
+};
+static_assert(sizeof(Descriptor) == kCacheLine);
+
+enum class RankState : uint32_t { absent = 0, attached = 1, departed = 2 };
+
+struct RankControl {
+  // The rank's progress: bumped once per phase of every collective. Peers wait on it.
+  alignas(kCacheLine) std::atomic<uint32_t> step{0};
+  std::atomic<uint32_t> step_waiters{0};  // peers asleep on step (wake only when non-zero)
+  // Receivers of this rank's sends ring it after taking a mailbox buffer (the sender thread
+  // sleeps on it).
+  alignas(kCacheLine) std::atomic<uint32_t> bell{0};
+  std::atomic<uint32_t> bell_waiters{0};
+  alignas(kCacheLine) std::atomic<uint32_t> state{0};  // RankState
+  std::atomic<int32_t> pid{0};
+  Descriptor desc[2];  // by op parity
+};
+
+struct SegmentHeader {
+  uint64_t magic = 0;
+  uint32_t version = 0;
+  int32_t nranks = 0;
+  uint64_t total_bytes = 0;
+  char group[200] = {};
+  alignas(kCacheLine) std::atomic<uint32_t> attached{0};  // ranks that have mapped the segment
+  std::atomic<uint32_t> attached_waiters{0};
+  // The first abort wins: 0 none, 1 being written, 2 published (fields below are valid).
+  alignas(kCacheLine) std::atomic<uint32_t> aborted{0};
+  int32_t abort_rank = -1;
+  ErrorClass abort_class = ErrorClass::network;
+  char abort_reason[kAbortReasonBytes] = {};
+};
+
+struct MailboxControl {
+  alignas(kCacheLine) std::atomic<uint32_t> sent{0};  // buffers written by the sender
+  std::atomic<uint32_t> sent_waiters{0};
+  alignas(kCacheLine) std::atomic<uint32_t> taken{0};  // buffers consumed by the receiver
+  std::atomic<uint32_t> taken_waiters{0};
+};
+
+// The header in front of every mailbox buffer: which message, and which part of it.
+struct alignas(kCacheLine) ChunkHeader {
+  MessageHeader header;  // the send's identity; payload_bytes = the whole message
+  uint64_t offset = 0;   // of this chunk in the message
+  uint64_t bytes = 0;    // in this chunk
+};
+static_assert(sizeof(ChunkHeader) == kCacheLine);
+
+// Byte offsets of every region, for a group of n ranks.
+struct Layout {
+  int n = 0;
+  size_t chunk_bytes = 0, mailbox_bytes = 0;
+  size_t control = 0, counts = 0, counts_stride = 0, small = 0, chunks = 0, mail_control = 0,
+         mail_data = 0, mail_stride = 0, total = 0;
+};
+Layout layout_for(int n);
+
+// Typed access to a mapped segment. Does not own the mapping.
+class SegmentView {
+ public:
+  SegmentView() = default;
+  SegmentView(std::byte* base, const Layout& layout) : base_(base), layout_(layout) {}
+
+  SegmentHeader& header() const { return *reinterpret_cast<SegmentHeader*>(base_); }
+  RankControl& control(int r) const {
+    return reinterpret_cast<RankControl*>(base_ + layout_.control)[r];
+  }
+  // Rank r's counts area for op parity p: n uint64.
+  uint64_t* counts(int r, int p) const {
+    return reinterpret_cast<uint64_t*>(base_ + layout_.counts + layout_.counts_stride * (2 * r + p));
+  }
+  std::byte* small_slot(int r, int p) const {
+    return base_ + layout_.small + kSmallSlotBytes * (2 * static_cast<size_t>(r) + p);
+  }
+  std::byte* chunk(int r, size_t i) const {
+    return base_ + layout_.chunks + layout_.chunk_bytes * (kChunkDepth * r + i % kChunkDepth);
+  }
+  MailboxControl& mailbox(int from, int to) const {
+    return reinterpret_cast<MailboxControl*>(base_ + layout_.mail_control)[from * layout_.n + to];
+  }
+  // Buffer i (mod depth) of the pair's mailbox: a ChunkHeader, then mailbox_bytes of data.
+  ChunkHeader* mail_buffer(int from, int to, uint32_t i) const {
+    size_t pair = static_cast<size_t>(from) * layout_.n + to;
+    return reinterpret_cast<ChunkHeader*>(base_ + layout_.mail_data +
+                                          layout_.mail_stride * (kMailboxDepth * pair + i % kMailboxDepth));
+  }
+  const Layout& layout() const { return layout_; }
+  int size() const { return layout_.n; }
+
+ private:
+  std::byte* base_ = nullptr;
+  Layout layout_;
+};
+
+}  // namespace lockstep::shm

@@ -1,0 +1,27 @@
+// Reducer: combines the same run of elements from several ranks, in rank order, so that every
+// rank that computes a given element computes it bit for bit the same way.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "lockstep/core/dtype.h"
+#include "lockstep/core/reduce_op.h"
+
+namespace lockstep::shm {
+
+class Reducer {
+ public:
+  // dst[i] = srcs[0][i] op srcs[1][i] op ... op srcs[n-1][i]. avg divides the sum by n. f16 and
+  // bf16 sums, averages and products of more than two sources accumulate in f32 and round once.
+  // dst must not overlap any source unless it is exactly srcs[0]. Not thread-safe (scratch).
+  void reduce(void* dst, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op);
+
+ private:
+  void reduce_wide(void* dst, const void* const* srcs, int n, size_t count, DType dtype,
+                   ReduceOp op);
+
+  std::vector<float> acc_, tmp_;
+};
+
+}  // namespace lockstep::shm

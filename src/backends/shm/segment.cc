@@ -1,0 +1,211 @@
+#include "backends/shm/segment.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <random>
+
+#include "backends/shm/futex.h"
+#include "lockstep/core/error.h"
+#include "lockstep/core/log.h"
+#include "net/socket.h"
+
+namespace lockstep::shm {
+
+namespace {
+
+constexpr const char* kDir = "/dev/shm";
+constexpr const char* kErrorPrefix = "error:";
+
+std::string segment_key(const std::string& group) { return group + "/shm/segment"; }
+
+std::string mib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+// "lockstep-<group>-<pid>-<token>", with the group's '/' and other odd characters as '_'.
+std::string make_name(const std::string& group) {
+  std::string clean;
+  for (char c : group.substr(0, 100)) clean += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  std::random_device rd;
+  uint64_t token = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  char tail[48];
+  std::snprintf(tail, sizeof tail, "-%d-%016llx", static_cast<int>(::getpid()),
+                static_cast<unsigned long long>(token));
+  return kSegmentPrefix + clean + tail;
+}
+
+// Removes segments whose creator died before every rank had mapped them (they are otherwise
+// unlinked at once). The creator's pid is the second-to-last field of the name.
+void sweep_stale() {
+  DIR* dir = ::opendir(kDir);
+  if (!dir) return;
+  while (dirent* e = ::readdir(dir)) {
+    std::string name = e->d_name;
+    if (name.rfind(kSegmentPrefix, 0) != 0) continue;
+    size_t last = name.rfind('-');
+    size_t before = last == std::string::npos ? std::string::npos : name.rfind('-', last - 1);
+    if (before == std::string::npos) continue;
+    int pid = std::atoi(name.substr(before + 1, last - before - 1).c_str());
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) {
+      ::unlinkat(::dirfd(dir), name.c_str(), 0);
+      log_warning("removed /dev/shm/", name, ": its creator (pid ", pid, ") died during setup");
+    }
+  }
+  ::closedir(dir);
+}
+
+[[noreturn]] void throw_no_space(const SegmentOptions& o, const Layout& l, int error) {
+  struct statvfs fs {};
+  std::string free_text = "unknown";
+  if (::statvfs(kDir, &fs) == 0) {
+    uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+    free_text = detail::concat(free_bytes, " bytes (", mib(free_bytes), ") of ",
+                               mib(static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize));
+  }
+  throw ConfigError(detail::concat(
+      "group '", o.group, "': the shm backend needs a shared-memory segment of ", l.total,
+      " bytes (", mib(l.total), ") in ", kDir, " for ", o.size, " ranks, but only ", free_text,
+      " is free there (posix_fallocate: ", net::errno_text(error), "). Fix: free space in ",
+      kDir, " or enlarge it (docker run --shm-size=1g; mount -o remount,size=2g ", kDir,
+      "), or use the tcp backend"));
+}
+
+void* map_fd(int fd, size_t bytes) {
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  return base == MAP_FAILED ? nullptr : base;
+}
+
+// Rank 0: creates, sizes, maps and initialises the segment. Returns the mapping.
+void* create(const SegmentOptions& o, const Layout& l, const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    throw ConfigError(detail::concat("group '", o.group, "': cannot create ", path, ": ",
+                                     net::errno_text(errno), ". Fix: check that ", kDir,
+                                     " exists and is writable, or use the tcp backend"));
+  int error = ::posix_fallocate(fd, 0, static_cast<off_t>(l.total));
+  void* base = error == 0 ? map_fd(fd, l.total) : nullptr;
+  if (error == 0 && !base) error = errno;
+  ::close(fd);
+  if (!base) {
+    ::unlink(path.c_str());
+    if (error == ENOSPC) throw_no_space(o, l, error);
+    throw ConfigError(detail::concat("group '", o.group, "': cannot size or map ", path, " (",
+                                     l.total, " bytes): ", net::errno_text(error)));
+  }
+  auto* h = new (base) SegmentHeader();
+  h->magic = kSegmentMagic;
+  h->version = kLayoutVersion;
+  h->nranks = o.size;
+  h->total_bytes = l.total;
+  std::snprintf(h->group, sizeof h->group, "%s", o.group.c_str());
+  return base;
+}
+
+// Ranks other than 0: maps the segment rank 0 published and checks that it is the one expected.
+void* open_existing(const SegmentOptions& o, const Layout& l, const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    throw NetworkError(detail::concat("group '", o.group, "': rank ", o.rank, " cannot open ",
+                                      path, " that rank 0 created: ", net::errno_text(errno),
+                                      " (did rank 0 fail, or do the ranks run on different "
+                                      "hosts? the shm backend needs one host; use tcp otherwise)"));
+  struct stat st {};
+  void* base = ::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == l.total
+                   ? map_fd(fd, l.total)
+                   : nullptr;
+  ::close(fd);
+  auto* h = static_cast<SegmentHeader*>(base);
+  if (!h || h->magic != kSegmentMagic || h->version != kLayoutVersion || h->nranks != o.size) {
+    if (base) ::munmap(base, l.total);
+    throw ConfigError(detail::concat("group '", o.group, "': ", path,
+                                     " is not a lockstep segment for ", o.size,
+                                     " ranks of this version (do all ranks run the same "
+                                     "lockstep build with the same world size?)"));
+  }
+  return base;
+}
+
+std::string absent_ranks(const SegmentView& v) {
+  std::string list;
+  for (int r = 0; r < v.size(); ++r)
+    if (v.control(r).state.load() == static_cast<uint32_t>(RankState::absent))
+      list += (list.empty() ? "" : ", ") + std::to_string(r);
+  return "[" + list + "]";
+}
+
+// Waits until every rank has mapped the segment (then the last one has unlinked it).
+void wait_all_attached(const SegmentView& v, const SegmentOptions& o, const std::string& path) {
+  SegmentHeader& h = v.header();
+  const uint32_t n = static_cast<uint32_t>(o.size);
+  for (;;) {
+    uint32_t seen = h.attached.load();
+    if (seen >= n) return;
+    if (o.deadline.expired()) {
+      ::unlink(path.c_str());  // nobody else will: the count never completes
+      throw TimeoutError(detail::concat(
+          "group '", o.group, "': ranks ", absent_ranks(v), " of ", o.size,
+          " never attached to the shared-memory segment (waited until the group's timeout). "
+          "Fix: every rank must create the group; check those ranks' output"));
+    }
+    h.attached_waiters.fetch_add(1);
+    if (h.attached.load() == seen)
+      futex_wait(h.attached, seen, std::min<std::chrono::nanoseconds>(o.deadline.remaining(), std::chrono::milliseconds(100)));
+    h.attached_waiters.fetch_sub(1);
+  }
+}
+
+}  // namespace
+
+Segment::Segment(void* base, const Layout& layout, std::string path)
+    : base_(base), view_(static_cast<std::byte*>(base), layout), path_(std::move(path)) {}
+
+Segment::~Segment() { ::munmap(base_, view_.layout().total); }
+
+std::unique_ptr<Segment> Segment::attach(const SegmentOptions& o) {
+  const Layout layout = layout_for(o.size);
+  const std::string key = segment_key(o.group);
+  std::string path;
+  void* base = nullptr;
+  if (o.rank == 0) {
+    sweep_stale();
+    path = std::string(kDir) + "/" + make_name(o.group);
+    try {
+      base = create(o, layout, path);
+    } catch (const Error& e) {
+      o.store->set(key, kErrorPrefix + std::string(e.what()));
+      throw;
+    }
+    o.store->set(key, path);
+  } else {
+    path = o.store->get(key, o.deadline.remaining());
+    if (path.rfind(kErrorPrefix, 0) == 0)
+      throw ConfigError(detail::concat("rank 0 could not set up the shared-memory segment: ",
+                                       path.substr(std::strlen(kErrorPrefix))));
+    base = open_existing(o, layout, path);
+  }
+  std::unique_ptr<Segment> segment(new Segment(base, layout, path));
+  const SegmentView& v = segment->view();
+  RankControl& me = v.control(o.rank);
+  me.pid.store(static_cast<int32_t>(::getpid()));
+  me.state.store(static_cast<uint32_t>(RankState::attached));
+  if (v.header().attached.fetch_add(1) + 1 == static_cast<uint32_t>(o.size)) {
+    ::unlink(path.c_str());
+    futex_wake_all(v.header().attached);
+  }
+  wait_all_attached(v, o, path);
+  return segment;
+}
+
+}  // namespace lockstep::shm

@@ -1,0 +1,57 @@
+// Segment: one group's shared-memory segment, created in /dev/shm by rank 0 and mapped by every
+// rank.
+//
+// [Segment lifetime] Rank 0 creates "/dev/shm/lockstep-<group>-<pid>-<token>" (the token is
+// random, so concurrent jobs and restarts never collide), reserves its full size with
+// posix_fallocate (a full /dev/shm is a clear error up front, never a SIGBUS later) and publishes
+// the name through the store. Every rank maps it and counts itself in the header; the last one to
+// map unlinks the name. From then on the memory lives only as long as the mappings, so a crash
+// leaves nothing in /dev/shm. A setup that fails or times out unlinks the name as well, and rank 0
+// removes names left behind by creators that died during setup.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backends/shm/layout.h"
+#include "lockstep/core/deadline.h"
+#include "lockstep/store/store.h"
+
+namespace lockstep::shm {
+
+// The prefix of every segment name in /dev/shm.
+inline constexpr const char* kSegmentPrefix = "lockstep-";
+
+struct SegmentOptions {
+  std::string group;           // the group's name (unique in the job)
+  int rank = 0;
+  int size = 1;
+  Store* store = nullptr;      // where rank 0 publishes the segment name
+  std::string host;            // for error messages
+  Deadline deadline{Clock::now()};
+};
+
+// A mapped segment. Owns the mapping (unmapped on destruction); the name is already unlinked.
+class Segment {
+ public:
+  // Collective over the group: creates (rank 0) or opens the segment, maps it, records this
+  // rank's pid and waits until every rank has mapped it. Throws ConfigError when /dev/shm lacks
+  // space (naming the size needed and the free space), TimeoutError naming the ranks that never
+  // attached, and StoreError/TimeoutError from the store.
+  static std::unique_ptr<Segment> attach(const SegmentOptions& options);
+  ~Segment();
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  const SegmentView& view() const { return view_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  Segment(void* base, const Layout& layout, std::string path);
+
+  void* base_;
+  SegmentView view_;
+  std::string path_;
+};
+
+}  // namespace lockstep::shm

@@ -1,0 +1,151 @@
+#include "backends/shm/sync.h"
+
+#include <immintrin.h>
+#include <sched.h>
+
+#include <cstring>
+
+#include "backends/shm/futex.h"
+#include "lockstep/core/error.h"
+
+namespace lockstep::shm {
+
+namespace {
+
+// Spin, then yield, then sleep (see [Waiting]); measured in docs/shm.md.
+constexpr std::chrono::nanoseconds kSpinTime{4'000};
+constexpr std::chrono::nanoseconds kYieldTime{60'000};
+
+template <class Reached>
+bool spin_then_yield(Reached done) {
+  const auto start = Clock::now();
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+    _mm_pause();
+    if (i % 32 == 0 && Clock::now() - start > kSpinTime) break;
+  }
+  const auto yield_start = Clock::now();
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+    ::sched_yield();
+    if (i % 4 == 0 && Clock::now() - yield_start > kYieldTime) return false;
+  }
+}
+
+std::string purpose_text(WaitFor purpose) {
+  switch (purpose) {
+    case WaitFor::collective: return "its part of the collective";
+    case WaitFor::message: return "a message";
+    case WaitFor::mailbox_space: return "to take an earlier message";
+  }
+  return "";
+}
+
+}  // namespace
+
+Sync::Sync(const SegmentView& segment, const Peers& peers)
+    : segment_(segment), peers_(peers), mine_(segment.control(peers.rank())) {}
+
+void Sync::advance(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& waiters) {
+  word.fetch_add(1);  // a full barrier: the data before it, and the waiters load after it
+  if (waiters.load() != 0) futex_wake_all(word);
+}
+
+void Sync::bump() { advance(mine_.step, mine_.step_waiters); }
+
+void Sync::wait_step(int peer, uint32_t target, const Op& op) const {
+  RankControl& c = segment_.control(peer);
+  wait_word(c.step, c.step_waiters, target, peer, op, WaitFor::collective);
+}
+
+void Sync::wait_all(uint32_t target, const Op& op) const {
+  for (int p = 0; p < segment_.size(); ++p)
+    if (p != peers_.rank()) wait_step(p, target, op);
+}
+
+void Sync::wait_word(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& waiters,
+                     uint32_t target, int peer, const Op& op, WaitFor purpose) const {
+  auto done = [&] { return reached(word.load(std::memory_order_acquire), target); };
+  if (done() || spin_then_yield(done)) return;
+  auto& futex_word = const_cast<std::atomic<uint32_t>&>(word);
+  auto next_poll = Clock::now() + kHealthSlice;
+  for (;;) {
+    // Cheap checks on every wake; the pidfd poll (a system call) once per slice.
+    const bool poll_pids = Clock::now() >= next_poll;
+    if (poll_pids) next_poll = Clock::now() + kHealthSlice;
+    check_health(peer, op, purpose, op.deadline.at(), poll_pids);
+    waiters.fetch_add(1);
+    const uint32_t seen = word.load();
+    if (!reached(seen, target)) {
+      auto left = op.deadline.at() - Clock::now();
+      futex_wait(futex_word, seen, std::min<std::chrono::nanoseconds>(left, kHealthSlice));
+    }
+    waiters.fetch_sub(1);
+    if (done()) return;
+  }
+}
+
+void Sync::check_abort(const Op& op) const {
+  if (segment_.header().aborted.load(std::memory_order_acquire) != 0) throw_abort(&op);
+}
+
+void Sync::check_health(int peer, const Op& op, WaitFor purpose, Clock::time_point deadline,
+                        bool poll_pids) const {
+  check_abort(op);
+  const int me = peers_.rank();
+  // A collective needs every rank, so any dead one breaks it; a message needs only its peer.
+  std::optional<int> dead = poll_pids ? peers_.first_dead() : std::nullopt;
+  if (dead && (purpose == WaitFor::collective || *dead == peer))
+    throw NetworkError(detail::concat(
+        op.name(), ": ", peers_.describe(*dead), " died while rank ", me,
+        " waited in this op: its process ended without leaving the group (it crashed, exited or "
+        "was killed; a SIGKILL is often the out-of-memory killer). Check rank ", *dead,
+        "'s output for its error"));
+  if (peers_.departed(peer))
+    throw NetworkError(detail::concat(
+        peers_.describe(peer), " shut down its process group while rank ", me, " waits in ",
+        op.name(), " (ranks called different numbers of collectives?). Fix: every rank must "
+        "issue the same collectives before destroying the group"));
+  if (Clock::now() >= deadline)
+    throw TimeoutError(detail::concat(
+        op.name(), ": the op's deadline passed while rank ", me, " waited for ",
+        peers_.describe(peer), " to do ", purpose_text(purpose), "; ", peers_.last_op_of(peer),
+        ". Fix: find what rank ", peer, " is doing (stuck, slow, or skipping this op), or raise "
+        "the timeout (LOCKSTEP_TIMEOUT or the op's timeout option)"));
+}
+
+void Sync::publish_abort(ErrorClass error_class, const std::string& reason) const {
+  SegmentHeader& h = segment_.header();
+  uint32_t expected = 0;
+  if (h.aborted.compare_exchange_strong(expected, 1)) {
+    h.abort_rank = peers_.rank();
+    h.abort_class = error_class;
+    std::snprintf(h.abort_reason, sizeof h.abort_reason, "%s", reason.c_str());
+    h.aborted.store(2, std::memory_order_release);
+  }
+  wake_everyone();
+}
+
+void Sync::wake_everyone() const {
+  const int n = segment_.size();
+  for (int r = 0; r < n; ++r) {
+    RankControl& c = segment_.control(r);
+    futex_wake_all(c.step);
+    futex_wake_all(c.bell);
+    for (int d = 0; d < n; ++d) {
+      futex_wake_all(segment_.mailbox(r, d).sent);
+      futex_wake_all(segment_.mailbox(r, d).taken);
+    }
+  }
+}
+
+void Sync::throw_abort(const Op* op) const {
+  SegmentHeader& h = segment_.header();
+  // The aborting rank fills the record between its 1 and 2: wait the few instructions it takes.
+  while (h.aborted.load(std::memory_order_acquire) != 2) _mm_pause();
+  const std::string op_name = op ? op->name() : std::string("the group");
+  throw_as(h.abort_class, detail::concat(peers_.describe(h.abort_rank), " aborted ", op_name, ": ",
+                                         h.abort_reason));
+}
+
+}  // namespace lockstep::shm

@@ -1,0 +1,74 @@
+// Sync: how a rank waits for its peers in shared memory, and how it tells them to stop.
+//
+// [Waiting] Every wait is "until a 32-bit counter another rank bumps reaches a target" (counters
+// wrap; comparisons are wrap-safe). A wait spins briefly with pause instructions (the peer is
+// usually a few hundred nanoseconds behind), then yields the core for a while (so that ranks
+// sharing a core keep progressing), then sleeps on the counter with FUTEX_WAIT. Sleepers count
+// themselves in a waiters word next to the counter, and a bump issues FUTEX_WAKE only when that
+// word is non-zero, so the fast path makes no system call.
+//
+// [Failing fast] A sleeping wait wakes at least every kHealthSlice to check, in this order: an
+// abort recorded by any rank (rethrown with that rank's cause and error class), a peer process
+// that died (NetworkError naming it), the awaited peer having left the group, and the op's
+// deadline (TimeoutError naming the peer and the last op it entered).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "backends/shm/layout.h"
+#include "backends/shm/peers.h"
+#include "group/op.h"
+
+namespace lockstep::shm {
+
+inline constexpr std::chrono::milliseconds kHealthSlice{100};
+
+// Whether counter value v has reached target (wrap-safe).
+inline bool reached(uint32_t v, uint32_t target) { return static_cast<int32_t>(v - target) >= 0; }
+
+// What a wait is for, so that a timeout says what was missing.
+enum class WaitFor { collective, message, mailbox_space };
+
+class Sync {
+ public:
+  Sync(const SegmentView& segment, const Peers& peers);
+
+  // This rank's step counter (bumped once per phase of each collective).
+  uint32_t step() const { return mine_.step.load(std::memory_order_relaxed); }
+  // Publishes everything written so far and advances this rank's step by one.
+  void bump();
+  // Waits until rank peer's step reaches target.
+  void wait_step(int peer, uint32_t target, const Op& op) const;
+  // Waits until every other rank's step reaches target.
+  void wait_all(uint32_t target, const Op& op) const;
+  // Waits until word reaches target; peer is the rank that advances it.
+  void wait_word(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& waiters,
+                 uint32_t target, int peer, const Op& op, WaitFor purpose) const;
+  // Advances a counter that peer(s) wait on, waking them if any sleeps.
+  static void advance(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& waiters);
+
+  // Throws the recorded abort, if any rank has aborted the group.
+  void check_abort(const Op& op) const;
+  // Throws if the group is broken for a wait on peer: aborted, a dead process (only looked for
+  // when poll_pids: a system call), peer departed, or the deadline passed. Called between sleeps.
+  void check_health(int peer, const Op& op, WaitFor purpose, Clock::time_point deadline,
+                    bool poll_pids) const;
+  // Records this rank's abort unless another rank was first, and wakes every waiter.
+  void publish_abort(ErrorClass error_class, const std::string& reason) const;
+  // Wakes every sleeper of this group (abort, shutdown).
+  void wake_everyone() const;
+
+  const Peers& peers() const { return peers_; }
+
+ private:
+  [[noreturn]] void throw_abort(const Op* op) const;
+
+  SegmentView segment_;
+  const Peers& peers_;
+  RankControl& mine_;
+};
+
+}  // namespace lockstep::shm
