@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """Side-by-side all_reduce benchmark: `lockstep bench` against torch.distributed's Gloo backend.
 
-Runs `lockstep bench --nranks N --op all_reduce` first, then the same sizes over Gloo (N local
+Runs `lockstep bench --nranks N --op all_reduce --backend tcp` first, then the same sizes over Gloo (N local
 processes on 127.0.0.1), timed the way lockstep bench times them: a barrier before every
 iteration, the slowest rank's time per iteration (all_reduce max), the median over iterations,
 and the same iteration counts. Prints both tables and a comparison of bus bandwidth (nccl-tests:
 busbw = size / time * 2(n-1)/n).
 
-Usage: scripts/compare_gloo.py LOCKSTEP_BINARY [--nranks N] [--min-bytes B] [--max-bytes B]
+Usage: scripts/compare_gloo.py LOCKSTEP_BINARY [--backend tcp|shm|auto] [--nranks N]
+                               [--min-bytes B] [--max-bytes B]
 Needs Debian's python3-torch (scripts/compare_gloo.sh installs it when missing).
 """
 
@@ -76,9 +77,9 @@ def run_gloo(world_size, sizes):
     return dict(results)
 
 
-def run_lockstep(binary, world_size, min_bytes, max_bytes):
+def run_lockstep(binary, backend, world_size, min_bytes, max_bytes):
     command = [binary, "bench", "--nranks", str(world_size), "--op", "all_reduce",
-               "--min-bytes", str(min_bytes), "--max-bytes", str(max_bytes)]
+               "--backend", backend, "--min-bytes", str(min_bytes), "--max-bytes", str(max_bytes)]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     rows, memcpy = {}, None
     for line in out.splitlines():
@@ -94,18 +95,20 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("lockstep", help="path of the lockstep executable")
     parser.add_argument("--nranks", type=int, default=2)
+    parser.add_argument("--backend", default="tcp", help="lockstep backend (default tcp)")
     parser.add_argument("--min-bytes", type=int, default=4)
     parser.add_argument("--max-bytes", type=int, default=64 << 20)
     args = parser.parse_args()
     n = args.nranks
     factor = 2 * (n - 1) / n
 
-    table, ours, memcpy = run_lockstep(args.lockstep, n, args.min_bytes, args.max_bytes)
+    table, ours, memcpy = run_lockstep(args.lockstep, args.backend, n, args.min_bytes,
+                                       args.max_bytes)
     print(table, end="")
     gloo = run_gloo(n, sizes_between(args.min_bytes, args.max_bytes))
 
-    print(f"#\n# all_reduce f32 over {n} local ranks: lockstep (tcp) vs torch.distributed gloo, "
-          f"same run, same method")
+    print(f"#\n# all_reduce f32 over {n} local ranks: lockstep ({args.backend}) vs "
+          f"torch.distributed gloo, same run, same method")
     print(f"#{'size(B)':>13} {'lockstep(us)':>13} {'gloo(us)':>11} {'lockstep busbw':>15} "
           f"{'gloo busbw':>11} {'ratio':>7}")
     for size in sorted(set(ours) & set(gloo)):

@@ -144,7 +144,7 @@ void validate(const BenchOptions& o) {
   if (o.min_bytes > o.max_bytes)
     throw UsageError(
         concat("--min-bytes ", o.min_bytes, " is larger than --max-bytes ", o.max_bytes));
-  if (o.backend.empty()) throw UsageError("--backend: empty name; use auto or tcp");
+  if (o.backend.empty()) throw UsageError("--backend: empty name; use auto, tcp or shm");
   for (BenchOp op : o.ops) {
     if (bench_op_reduces(op) && !reduce_op_supports(o.reduce_op, o.dtype))
       throw UsageError(concat("--reduce-op ", reduce_op_name(o.reduce_op),
@@ -236,7 +236,7 @@ std::string bench_usage() {
       op_names(),
       "\n"
       "                     (default all_reduce)\n"
-      "  --backend NAME     auto (default) or tcp\n"
+      "  --backend NAME     auto (default: the best for where the ranks are), tcp or shm\n"
       "  --dtype NAME       f32 (default), f64, f16, bf16, i8, u8, i32, i64, bool\n"
       "  --reduce-op NAME   sum (default), avg, prod, min, max, band, bor, bxor\n"
       "  --root R           root of broadcast, reduce, gather and scatter (default 0)\n"

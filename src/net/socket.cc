@@ -152,6 +152,11 @@ int try_connect(const addrinfo* a, Deadline deadline, Fd& out) {
     ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) return err;
   }
+  // Connecting to an unused port in the ephemeral range can, rarely, connect the socket to
+  // itself (TCP simultaneous open); that is no server, so count it as refused.
+  if (local_address(fd.get()) + ":" + std::to_string(local_port(fd.get())) ==
+      peer_address(fd.get()))
+    return ECONNREFUSED;
   set_nonblocking(fd.get(), false);
   out = std::move(fd);
   return 0;

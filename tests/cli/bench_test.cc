@@ -119,14 +119,20 @@ TEST(BenchCli, AllGatherTwoRanksRoundsSizesToSlots) {
   expect_consistent_rows(out, (2 - 1) / 2.0, "i32");  // all_gather: (n-1)/n
 }
 
-// Three ranks (an odd ring) through every collective, with a root that is not 0 and a dtype
-// narrower than f32: every table and every row must check out.
-TEST(BenchCli, EveryOpOnThreeRanksIsCorrect) {
-  ProcessResult r = run_bench({"--nranks", "3", "--op", "all", "--dtype", "bf16", "--root", "2",
-                               "--max-bytes", "4K", "--step-factor", "4", "--iters", "3"});
+// Three ranks (an odd ring) through every collective on each backend, with a root that is not 0
+// and a dtype narrower than f32: every table and every row must check out.
+class BenchEveryOp : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BenchEveryOp, OnThreeRanksIsCorrect) {
+  const std::string backend = GetParam();
+  ProcessResult r =
+      run_bench({"--nranks", "3", "--backend", backend, "--op", "all", "--dtype", "bf16", "--root",
+                 "2", "--max-bytes", "4K", "--step-factor", "4", "--iters", "3"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   BenchOutput out = parse_output(r.output);
   ASSERT_EQ(out.table_headers.size(), 9u) << r.output;
+  for (const auto& h : out.table_headers)
+    EXPECT_NE(h.find("backend " + backend + ", 3 ranks"), std::string::npos) << h;
   for (const char* op : {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter",
                          "all_to_all", "gather", "scatter", "sendrecv"}) {
     bool found = false;
@@ -140,6 +146,9 @@ TEST(BenchCli, EveryOpOnThreeRanksIsCorrect) {
     EXPECT_EQ(row.iters, 3);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, BenchEveryOp, ::testing::Values("tcp", "shm"),
+                         [](const auto& info) { return info.param; });
 
 TEST(BenchCli, ReduceOpsOtherThanSumAreChecked) {
   for (const char* op : {"max", "prod", "bxor"}) {

@@ -21,21 +21,20 @@ class FileStore : public Store {
   explicit FileStore(const FileStoreOptions& options);
   ~FileStore() override;
   void set(const std::string& key, std::string_view value) override;
-  std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
+  std::string get(const std::string& key,
+                  std::chrono::milliseconds timeout = kDefaultTimeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
   std::string compare_set(const std::string& key, std::string_view expected,
                           std::string_view desired) override;
   bool check(const std::vector<std::string>& keys) override;
-  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  void wait(const std::vector<std::string>& keys,
+            std::chrono::milliseconds timeout = kDefaultTimeout) override;
   bool delete_key(const std::string& key) override;
   int64_t num_keys() override;
   std::vector<std::string> multi_get(const std::vector<std::string>& keys,
-                                     std::chrono::milliseconds timeout) override;
+                                     std::chrono::milliseconds timeout = kDefaultTimeout) override;
   void multi_set(const std::vector<std::string>& keys,
                  const std::vector<std::string>& values) override;
-  using Store::get;
-  using Store::multi_get;
-  using Store::wait;
 
  private:
   struct Impl;

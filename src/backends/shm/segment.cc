@@ -205,6 +205,7 @@ std::unique_ptr<Segment> Segment::attach(const SegmentOptions& o) {
     futex_wake_all(v.header().attached);
   }
   wait_all_attached(v, o, path);
+  if (o.rank == 0) o.store->delete_key(key);  // every rank has read it; a later group may reuse the name
   return segment;
 }
 

@@ -27,7 +27,6 @@ struct SegmentOptions {
   int rank = 0;
   int size = 1;
   Store* store = nullptr;      // where rank 0 publishes the segment name
-  std::string host;            // for error messages
   Deadline deadline{Clock::now()};
 };
 

@@ -73,7 +73,8 @@ void Sync::wait_word(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& w
     // Cheap checks on every wake; the pidfd poll (a system call) once per slice.
     const bool poll_pids = Clock::now() >= next_poll;
     if (poll_pids) next_poll = Clock::now() + kHealthSlice;
-    check_health(peer, op, purpose, op.deadline.at(), poll_pids);
+    check_health(peer, op, purpose, op.deadline.at(), poll_pids, &word, target);
+    if (done()) return;
     waiters.fetch_add(1);
     const uint32_t seen = word.load();
     if (!reached(seen, target)) {
@@ -90,18 +91,20 @@ void Sync::check_abort(const Op& op) const {
 }
 
 void Sync::check_health(int peer, const Op& op, WaitFor purpose, Clock::time_point deadline,
-                        bool poll_pids) const {
+                        bool poll_pids, const std::atomic<uint32_t>* word, uint32_t target) const {
+  // A peer that advanced the awaited word just before it left or died did its part.
+  auto arrived = [&] { return word && reached(word->load(std::memory_order_acquire), target); };
   check_abort(op);
   const int me = peers_.rank();
   // A collective needs every rank, so any dead one breaks it; a message needs only its peer.
   std::optional<int> dead = poll_pids ? peers_.first_dead() : std::nullopt;
-  if (dead && (purpose == WaitFor::collective || *dead == peer))
+  if (dead && (purpose == WaitFor::collective || *dead == peer) && !arrived())
     throw NetworkError(detail::concat(
         op.name(), ": ", peers_.describe(*dead), " died while rank ", me,
         " waited in this op: its process ended without leaving the group (it crashed, exited or "
         "was killed; a SIGKILL is often the out-of-memory killer). Check rank ", *dead,
         "'s output for its error"));
-  if (peers_.departed(peer))
+  if (peers_.departed(peer) && !arrived())
     throw NetworkError(detail::concat(
         peers_.describe(peer), " shut down its process group while rank ", me, " waits in ",
         op.name(), " (ranks called different numbers of collectives?). Fix: every rank must "

@@ -53,9 +53,11 @@ class Sync {
   // Throws the recorded abort, if any rank has aborted the group.
   void check_abort(const Op& op) const;
   // Throws if the group is broken for a wait on peer: aborted, a dead process (only looked for
-  // when poll_pids: a system call), peer departed, or the deadline passed. Called between sleeps.
+  // when poll_pids: a system call), peer departed (unless it advanced `word` to `target` first),
+  // or the deadline passed. Called between sleeps.
   void check_health(int peer, const Op& op, WaitFor purpose, Clock::time_point deadline,
-                    bool poll_pids) const;
+                    bool poll_pids, const std::atomic<uint32_t>* word = nullptr,
+                    uint32_t target = 0) const;
   // Records this rank's abort unless another rank was first, and wakes every waiter.
   void publish_abort(ErrorClass error_class, const std::string& reason) const;
   // Wakes every sleeper of this group (abort, shutdown).

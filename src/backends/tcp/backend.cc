@@ -16,6 +16,8 @@ namespace {
 
 // SO_SNDBUF/SO_RCVBUF of every data socket (docs/algorithms.md: measured on loopback).
 constexpr int kSocketBufferBytes = 4 * 1024 * 1024;
+// Ops that move at most this much run inline (see prefers_inline).
+constexpr uint64_t kInlineBytes = 64 * 1024;
 
 class TcpBackend final : public Backend {
  public:
@@ -50,6 +52,15 @@ class TcpBackend final : public Backend {
       abort_with(error_class_of(e), e.what());
       throw;
     }
+  }
+
+  // Small collectives run on the caller's thread (saves the hand-off, which costs more than a
+  // small op on loopback). Never send/recv: an irecv-then-isend pair on one thread must not block
+  // in the recv.
+  bool prefers_inline(const Op& op) const override {
+    if (op.kind == OpKind::send || op.kind == OpKind::recv) return false;
+    if (op.kind == OpKind::all_to_all) return false;
+    return op.agreed_bytes() <= kInlineBytes;
   }
 
   void abort(const std::string& reason) override { abort_with(ErrorClass::network, reason); }
