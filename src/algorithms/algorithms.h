@@ -39,8 +39,12 @@ class Scratch {
 inline constexpr size_t kSegmentBytes = 256 * 1024;
 // Receive segments in flight in a ring reduce-scatter (each a kSegmentBytes scratch slot).
 inline constexpr size_t kRingRecvWindow = 2;
-// all_reduce and reduce switch from latency-optimal to bandwidth-optimal algorithms here.
-inline constexpr size_t kRingThresholdBytes = 256 * 1024;
+// all_reduce and reduce switch from latency-optimal to bandwidth-optimal algorithms at this many
+// bytes (docs/algorithms.md has the measurements): kRingThresholdBytes up to kWideGroup ranks,
+// kWideRingThresholdBytes beyond, where recursive doubling moves log2(n) times the buffer.
+inline constexpr size_t kRingThresholdBytes = 1024 * 1024;
+inline constexpr size_t kWideRingThresholdBytes = 256 * 1024;
+inline constexpr int kWideGroup = 8;
 // broadcast switches from the binomial tree to the pipelined chain here.
 inline constexpr size_t kChainThresholdBytes = 1024 * 1024;
 
@@ -49,8 +53,11 @@ inline constexpr size_t kChainThresholdBytes = 1024 * 1024;
 // (accumulated in f32).
 void run_collective(Transport& t, Scratch& scratch, const Op& op);
 
-// The algorithm run_collective uses for an all_reduce / broadcast of op.
-Algorithm choose_all_reduce(const Op& op);
+// The algorithm run_collective uses for an all_reduce / broadcast of op over `size` ranks.
+// Throws InvalidArgument for a forced algorithm the op does not offer.
+Algorithm choose_all_reduce(const Op& op, int size);
+// Whether reductions of op over `size` ranks use the ring (else the latency-optimal algorithm).
+bool ring_pays_off(const Op& op, int size);
 Algorithm choose_broadcast(const Op& op);
 
 // The algorithms. REQUIRES t.size() > 1 and (reductions) a dtype the reduce kernels accumulate

@@ -23,7 +23,9 @@ namespace lockstep {
 namespace {
 
 // The real rank of doubling participant v.
-int real_rank(int v, int rem) { return v < rem ? 2 * v + 1 : v + rem; }
+int real_rank(int v, int rem) {
+  return v < rem ? 2 * v + 1 : v + rem;
+}
 
 }  // namespace
 

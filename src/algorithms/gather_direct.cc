@@ -22,8 +22,10 @@ void gather_direct(Transport& t, const Op& op) {
   auto* out = static_cast<char*>(op.output);
   for (int r = 0; r < n; ++r) {
     const ByteRange slot = layout.chunks[static_cast<size_t>(r)];
-    if (r != me) t.post_recv(r, out + slot.offset, slot.bytes);
-    else if (op.input != out + slot.offset) std::memmove(out + slot.offset, op.input, slot.bytes);
+    if (r != me)
+      t.post_recv(r, out + slot.offset, slot.bytes);
+    else if (op.input != out + slot.offset)
+      std::memmove(out + slot.offset, op.input, slot.bytes);
   }
   t.wait_all();
 }

@@ -13,10 +13,14 @@ bool is_rooted(OpKind k) {
   return k == OpKind::broadcast || k == OpKind::reduce || k == OpKind::gather ||
          k == OpKind::scatter;
 }
-bool has_algorithm_choice(OpKind k) { return k == OpKind::all_reduce || k == OpKind::broadcast; }
+bool has_algorithm_choice(OpKind k) {
+  return k == OpKind::all_reduce || k == OpKind::broadcast;
+}
 
 // A recv matches the peer's send: both sides put kind `send` on the wire.
-OpKind wire_kind(OpKind k) { return k == OpKind::recv ? OpKind::send : k; }
+OpKind wire_kind(OpKind k) {
+  return k == OpKind::recv ? OpKind::send : k;
+}
 
 std::string kind_text(OpKind kind, bool variable) {
   std::string s(op_kind_name(kind));
@@ -32,14 +36,19 @@ std::string peer_op_name(const MessageHeader& h, int rank) {
 }
 
 std::string bytes_fix(const Op& op) {
-  if (op.variable) return "every rank must pass the same counts array to " + kind_text(op.kind, true);
+  if (op.variable)
+    return "every rank must pass the same counts array to " + kind_text(op.kind, true);
   switch (op.kind) {
-    case OpKind::all_gather: return "make every rank pass the same count; use all_gather_v for uneven data";
-    case OpKind::gather: return "make every rank pass the same count; use gather_v for uneven data";
-    case OpKind::scatter: return "make every rank pass the same count; use scatter_v for uneven data";
+    case OpKind::all_gather:
+      return "make every rank pass the same count; use all_gather_v for uneven data";
+    case OpKind::gather:
+      return "make every rank pass the same count; use gather_v for uneven data";
+    case OpKind::scatter:
+      return "make every rank pass the same count; use scatter_v for uneven data";
     case OpKind::reduce_scatter:
       return "make every rank pass the same count; use reduce_scatter_v for uneven data";
-    default: return "make every rank pass the same count (and the same dtype)";
+    default:
+      return "make every rank pass the same count (and the same dtype)";
   }
 }
 
@@ -47,16 +56,17 @@ std::string order_mismatch(const MessageHeader& got, const HeaderCheck& c) {
   const Op& op = c.op;
   std::string theirs = peer_op_name(got, c.rank);
   if (got.kind == wire_kind(op.kind) && got.seq == op.seq)
-    return detail::concat(op.name(), ": rank ", c.peer, " called ", kind_text(got.kind, got.variable != 0),
-                          ", rank ", c.rank, " called ", kind_text(op.kind, op.variable),
+    return detail::concat(op.name(), ": rank ", c.peer, " called ",
+                          kind_text(got.kind, got.variable != 0), ", rank ", c.rank, " called ",
+                          kind_text(op.kind, op.variable),
                           ". Fix: call the same variant on every rank");
   if (got.kind != wire_kind(op.kind))
     return detail::concat("rank ", c.peer, " is in ", theirs, " while rank ", c.rank, " is in ",
                           op.name(), ": the ranks called collectives in a different order. Fix: ",
                           "every rank must issue the same collectives in the same order (look ",
                           "for a collective under a rank-dependent branch)");
-  return detail::concat(op.name(), ": rank ", c.peer, " is at ", theirs, ", rank ", c.rank,
-                        " at #", op.seq, ": one rank skipped or added an op. Fix: every rank ",
+  return detail::concat(op.name(), ": rank ", c.peer, " is at ", theirs, ", rank ", c.rank, " at #",
+                        op.seq, ": one rank skipped or added an op. Fix: every rank ",
                         "must issue the same number of collectives (and of sends/recvs per pair)");
 }
 
@@ -68,8 +78,8 @@ std::optional<std::string> identity_mismatch(const MessageHeader& got, const Mes
     return detail::concat(who, " passes ", dtype_name(got.dtype), " data, ", me, " passes ",
                           dtype_name(want.dtype), ". Fix: every rank must use the same dtype");
   if (got.reduce_op != want.reduce_op)
-    return detail::concat(who, " reduces with ", reduce_op_name(got.reduce_op), ", ", me,
-                          " with ", reduce_op_name(want.reduce_op),
+    return detail::concat(who, " reduces with ", reduce_op_name(got.reduce_op), ", ", me, " with ",
+                          reduce_op_name(want.reduce_op),
                           ". Fix: pass the same ReduceOp on every rank");
   if (got.root != want.root)
     return detail::concat(who, " uses root ", got.root, ", ", me, " uses root ", want.root,
@@ -95,21 +105,23 @@ std::optional<std::string> size_mismatch(const MessageHeader& got, const Message
   const std::string who = op.name() + ": rank " + std::to_string(c.peer);
   const std::string me = "rank " + std::to_string(c.rank);
   if (got.agreed_bytes != want.agreed_bytes)
-    return detail::concat(who, " sent ", got.agreed_bytes, " bytes, ", me, " expected ",
-                          want.agreed_bytes, size_text(got.agreed_bytes, want.agreed_bytes, op.dtype),
-                          ". Fix: ", bytes_fix(op));
+    return detail::concat(
+        who, " sent ", got.agreed_bytes, " bytes, ", me, " expected ", want.agreed_bytes,
+        size_text(got.agreed_bytes, want.agreed_bytes, op.dtype), ". Fix: ", bytes_fix(op));
   if (got.counts_checksum != want.counts_checksum)
     return detail::concat(who, " and ", me, " pass different counts arrays (checksums ",
-                          got.counts_checksum, " vs ", want.counts_checksum, "). Fix: ",
-                          bytes_fix(op));
+                          got.counts_checksum, " vs ", want.counts_checksum,
+                          "). Fix: ", bytes_fix(op));
   if (got.payload_bytes == want.payload_bytes) return std::nullopt;
   if (op.kind == OpKind::all_to_all)
     return detail::concat(who, " sends ", got.payload_bytes, " bytes to ", me, ", which expects ",
-                          want.payload_bytes, size_text(got.payload_bytes, want.payload_bytes, op.dtype),
+                          want.payload_bytes,
+                          size_text(got.payload_bytes, want.payload_bytes, op.dtype),
                           ". Fix: rank i's send_counts[j] must equal rank j's recv_counts[i]");
   if (op.kind == OpKind::recv || op.kind == OpKind::send)
     return detail::concat(who, " sent ", got.payload_bytes, " bytes, ", me, " expected ",
-                          want.payload_bytes, size_text(got.payload_bytes, want.payload_bytes, op.dtype),
+                          want.payload_bytes,
+                          size_text(got.payload_bytes, want.payload_bytes, op.dtype),
                           ". Fix: a send and its recv must have the same count and dtype");
   return detail::concat(who, " sent a ", got.payload_bytes, "-byte message where ", me,
                         " expected ", want.payload_bytes,

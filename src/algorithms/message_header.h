@@ -54,9 +54,9 @@ MessageHeader data_header(const Op& op, uint64_t payload_bytes);
 MessageHeader control_header(FrameType frame, uint64_t payload_bytes);
 
 struct HeaderCheck {
-  const Op& op;       // this rank's op
-  int rank;           // this rank
-  int peer;           // the sender
+  const Op& op;  // this rank's op
+  int rank;      // this rank
+  int peer;      // the sender
 };
 
 // Compares a received data header with the one `check.op` expects for a payload of

@@ -16,8 +16,9 @@ void reduce_ring(Transport& t, Scratch& scratch, const Op& op) {
   const int n = t.size(), me = t.rank();
   RingLayout layout = even_layout(op.count, op.dtype, n);
   const bool root = me == op.root;
-  auto* base = root ? static_cast<char*>(op.output)
-                    : static_cast<char*>(scratch.get(Scratch::kWork, op.count * element_size(op.dtype)));
+  auto* base =
+      root ? static_cast<char*>(op.output)
+           : static_cast<char*>(scratch.get(Scratch::kWork, op.count * element_size(op.dtype)));
   ring_reduce_scatter(
       t, scratch,
       {.layout = layout,

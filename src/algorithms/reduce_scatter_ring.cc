@@ -18,19 +18,18 @@ void reduce_scatter_ring(Transport& t, Scratch& scratch, const Op& op, int avera
   for (const ByteRange& c : layout.chunks) total += c.bytes;
   auto* work = static_cast<char*>(scratch.get(Scratch::kWork, total));
   auto* out = static_cast<char*>(op.output);
-  ring_reduce_scatter(t, scratch,
-                      {.layout = layout,
-                       .input = static_cast<const char*>(op.input),
-                       .dest =
-                           [&](int chunk) {
-                             return chunk == me
-                                        ? out
-                                        : work + layout.chunks[static_cast<size_t>(chunk)].offset;
-                           },
-                       .first_chunk = me - 1,
-                       .dtype = op.dtype,
-                       .op = op.reduce_op,
-                       .average_divisor = average_divisor});
+  ring_reduce_scatter(
+      t, scratch,
+      {.layout = layout,
+       .input = static_cast<const char*>(op.input),
+       .dest =
+           [&](int chunk) {
+             return chunk == me ? out : work + layout.chunks[static_cast<size_t>(chunk)].offset;
+           },
+       .first_chunk = me - 1,
+       .dtype = op.dtype,
+       .op = op.reduce_op,
+       .average_divisor = average_divisor});
 }
 
 }  // namespace lockstep

@@ -77,7 +77,7 @@ void ring_reduce_scatter(Transport& t, Scratch& scratch, const RingReduceScatter
   send_chunk(t, next, layout, ring_mod(a.first_chunk, n), a.input);
 
   const std::vector<Step> steps = pass_steps(layout, a.first_chunk - 1);
-  const size_t window = exp_env("LOCKSTEP_EXP_WIN", kRingRecvWindow), slot_bytes = layout.segment_bytes;
+  const size_t window = kRingRecvWindow, slot_bytes = layout.segment_bytes;
   auto* slots = static_cast<char*>(scratch.get(Scratch::kRecv, window * slot_bytes));
   std::vector<Transport::Request> recvs(steps.size());
   auto post = [&](size_t i) {
@@ -89,7 +89,8 @@ void ring_reduce_scatter(Transport& t, Scratch& scratch, const RingReduceScatter
     const Step& st = steps[i];
     t.wait(recvs[i]);
     const size_t elems = st.segment.bytes / es;
-    char* d = a.dest(st.chunk) + (st.segment.offset - layout.chunks[static_cast<size_t>(st.chunk)].offset);
+    char* d = a.dest(st.chunk) +
+              (st.segment.offset - layout.chunks[static_cast<size_t>(st.chunk)].offset);
     reduce_pair(d, a.input + st.segment.offset, slots + (i % window) * slot_bytes, elems, a.dtype,
                 a.op);
     if (st.last && a.average_divisor > 0) finish_average(d, elems, a.dtype, a.average_divisor);

@@ -9,19 +9,12 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdlib>
 #include <functional>
 #include <vector>
 
 #include "algorithms/algorithms.h"
 
 namespace lockstep {
-
-// EXPERIMENT
-inline size_t exp_env(const char* name, size_t dflt) {
-  const char* v = std::getenv(name);
-  return v ? std::strtoull(v, nullptr, 10) : dflt;
-}
 
 struct ByteRange {
   size_t offset = 0;
@@ -30,7 +23,7 @@ struct ByteRange {
 
 struct RingLayout {
   std::vector<ByteRange> chunks;  // chunk i of the buffer, by byte offset
-  size_t segment_bytes = exp_env("LOCKSTEP_EXP_SEG", kSegmentBytes);  // EXPERIMENT
+  size_t segment_bytes = kSegmentBytes;
 
   int size() const { return static_cast<int>(chunks.size()); }
   size_t segments(int chunk) const;
@@ -43,16 +36,18 @@ RingLayout even_layout(size_t count, DType dtype, int n);
 RingLayout counts_layout(const std::vector<size_t>& counts, DType dtype);
 
 // (a % n + n) % n.
-inline int ring_mod(int a, int n) { return ((a % n) + n) % n; }
+inline int ring_mod(int a, int n) {
+  return ((a % n) + n) % n;
+}
 
 struct RingReduceScatter {
   const RingLayout& layout;
-  const char* input;                       // this rank's contribution, laid out as layout
-  std::function<char*(int chunk)> dest;    // where the partial sum of a chunk goes
-  int first_chunk;                         // sent first, from input; the rank ends owning first+1
+  const char* input;                     // this rank's contribution, laid out as layout
+  std::function<char*(int chunk)> dest;  // where the partial sum of a chunk goes
+  int first_chunk;                       // sent first, from input; the rank ends owning first+1
   DType dtype;
   ReduceOp op;
-  int average_divisor = 0;                 // > 0: divide the owned chunk (avg)
+  int average_divisor = 0;  // > 0: divide the owned chunk (avg)
   // Whether the owned chunk's segments are sent on to the next rank as they complete (the first
   // step of an all-gather pass that follows).
   bool forward_owned = false;
@@ -64,7 +59,7 @@ void ring_reduce_scatter(Transport& t, Scratch& scratch, const RingReduceScatter
 
 struct RingAllGather {
   const RingLayout& layout;
-  char* output;          // laid out as layout; the owned chunk is already in place
+  char* output;  // laid out as layout; the owned chunk is already in place
   int owned_chunk;
   bool owned_already_sent = false;  // ring_reduce_scatter forwarded it already
 };

@@ -13,11 +13,12 @@ namespace lockstep {
 
 namespace {
 
-bool is_16bit(DType t) { return t == DType::f16 || t == DType::bf16; }
+bool is_16bit(DType t) {
+  return t == DType::f16 || t == DType::bf16;
+}
 bool needs_widening(const Op& op) {
-  return is_16bit(op.dtype) &&
-         (op.reduce_op == ReduceOp::sum || op.reduce_op == ReduceOp::avg ||
-          op.reduce_op == ReduceOp::prod);
+  return is_16bit(op.dtype) && (op.reduce_op == ReduceOp::sum || op.reduce_op == ReduceOp::avg ||
+                                op.reduce_op == ReduceOp::prod);
 }
 
 size_t total(const std::vector<size_t>& counts) {
@@ -31,13 +32,18 @@ void run_local(const Op& op) {
   switch (op.kind) {
     case OpKind::all_reduce:
     case OpKind::broadcast:
-    case OpKind::reduce: bytes = op.count * es; break;
+    case OpKind::reduce:
+      bytes = op.count * es;
+      break;
     case OpKind::all_gather:
     case OpKind::gather:
     case OpKind::scatter:
     case OpKind::reduce_scatter:
-    case OpKind::all_to_all: bytes = op.counts.empty() ? 0 : op.counts[0] * es; break;
-    case OpKind::barrier: return;
+    case OpKind::all_to_all:
+      bytes = op.counts.empty() ? 0 : op.counts[0] * es;
+      break;
+    case OpKind::barrier:
+      return;
     case OpKind::send:
     case OpKind::recv:
       throw InvalidArgument(op.name() + ": a group of one rank has no peer to talk to");
@@ -46,7 +52,7 @@ void run_local(const Op& op) {
 }
 
 void all_reduce(Transport& t, Scratch& s, const Op& op, int divisor) {
-  if (choose_all_reduce(op) == Algorithm::ring) {
+  if (choose_all_reduce(op, t.size()) == Algorithm::ring) {
     all_reduce_ring(t, s, op, divisor);
     return;
   }
@@ -55,7 +61,7 @@ void all_reduce(Transport& t, Scratch& s, const Op& op, int divisor) {
 }
 
 void reduce(Transport& t, Scratch& s, const Op& op, int divisor) {
-  if (op.count * element_size(op.dtype) >= kRingThresholdBytes)
+  if (ring_pays_off(op, t.size()))
     reduce_ring(t, s, op);
   else
     reduce_tree(t, s, op);
@@ -69,8 +75,8 @@ void run_reduction(Transport& t, Scratch& s, const Op& op) {
   if (divisor > 0) w.reduce_op = ReduceOp::sum;
   const bool widen = needs_widening(op);
   size_t in_count = op.kind == OpKind::reduce_scatter ? total(op.counts) : op.count;
-  size_t out_count = op.kind == OpKind::reduce_scatter ? op.counts[static_cast<size_t>(t.rank())]
-                                                       : op.count;
+  size_t out_count =
+      op.kind == OpKind::reduce_scatter ? op.counts[static_cast<size_t>(t.rank())] : op.count;
   if (widen) {
     w.dtype = DType::f32;
     auto* in = static_cast<float*>(s.get(Scratch::kWideIn, in_count * 4));
@@ -79,9 +85,15 @@ void run_reduction(Transport& t, Scratch& s, const Op& op) {
     w.output = op.kind == OpKind::reduce_scatter ? s.get(Scratch::kWideOut, out_count * 4) : in;
   }
   switch (op.kind) {
-    case OpKind::all_reduce: all_reduce(t, s, w, divisor); break;
-    case OpKind::reduce: reduce(t, s, w, divisor); break;
-    default: reduce_scatter_ring(t, s, w, divisor); break;
+    case OpKind::all_reduce:
+      all_reduce(t, s, w, divisor);
+      break;
+    case OpKind::reduce:
+      reduce(t, s, w, divisor);
+      break;
+    default:
+      reduce_scatter_ring(t, s, w, divisor);
+      break;
   }
   const bool has_result = op.kind != OpKind::reduce || t.rank() == op.root;
   if (widen && has_result)
@@ -90,14 +102,18 @@ void run_reduction(Transport& t, Scratch& s, const Op& op) {
 
 }  // namespace
 
-Algorithm choose_all_reduce(const Op& op) {
+bool ring_pays_off(const Op& op, int size) {
+  const size_t threshold = size >= kWideGroup ? kWideRingThresholdBytes : kRingThresholdBytes;
+  return op.count * element_size(op.dtype) >= threshold;
+}
+
+Algorithm choose_all_reduce(const Op& op, int size) {
   if (op.algorithm == Algorithm::ring || op.algorithm == Algorithm::recursive_doubling)
     return op.algorithm;
   LOCKSTEP_ENFORCE(op.algorithm == Algorithm::automatic, InvalidArgument, op.name(),
                    ": all_reduce runs ring, recursive_doubling or automatic, not ",
                    algorithm_name(op.algorithm));
-  return op.count * element_size(op.dtype) >= kRingThresholdBytes ? Algorithm::ring
-                                                                   : Algorithm::recursive_doubling;
+  return ring_pays_off(op, size) ? Algorithm::ring : Algorithm::recursive_doubling;
 }
 
 Algorithm choose_broadcast(const Op& op) {
@@ -105,11 +121,11 @@ Algorithm choose_broadcast(const Op& op) {
   LOCKSTEP_ENFORCE(op.algorithm == Algorithm::automatic, InvalidArgument, op.name(),
                    ": broadcast runs tree, chain or automatic, not ", algorithm_name(op.algorithm));
   return op.count * element_size(op.dtype) >= kChainThresholdBytes ? Algorithm::chain
-                                                                    : Algorithm::tree;
+                                                                   : Algorithm::tree;
 }
 
 void run_collective(Transport& t, Scratch& s, const Op& op) {
-  if (op.kind == OpKind::all_reduce) choose_all_reduce(op);  // validates a forced choice
+  if (op.kind == OpKind::all_reduce) choose_all_reduce(op, t.size());  // validates a forced choice
   if (op.kind == OpKind::broadcast) choose_broadcast(op);
   if (t.size() == 1) return run_local(op);
   const bool sized = op.kind != OpKind::all_to_all && op.kind != OpKind::barrier &&
@@ -118,17 +134,24 @@ void run_collective(Transport& t, Scratch& s, const Op& op) {
   switch (op.kind) {
     case OpKind::all_reduce:
     case OpKind::reduce:
-    case OpKind::reduce_scatter: return run_reduction(t, s, op);
+    case OpKind::reduce_scatter:
+      return run_reduction(t, s, op);
     case OpKind::broadcast:
       return choose_broadcast(op) == Algorithm::chain ? broadcast_chain(t, op)
-                                                       : broadcast_tree(t, op);
-    case OpKind::all_gather: return all_gather_ring(t, op);
-    case OpKind::gather: return gather_direct(t, op);
-    case OpKind::scatter: return scatter_direct(t, op);
-    case OpKind::all_to_all: return all_to_all_pairwise(t, s, op);
-    case OpKind::barrier: return barrier_dissemination(t, op);
+                                                      : broadcast_tree(t, op);
+    case OpKind::all_gather:
+      return all_gather_ring(t, op);
+    case OpKind::gather:
+      return gather_direct(t, op);
+    case OpKind::scatter:
+      return scatter_direct(t, op);
+    case OpKind::all_to_all:
+      return all_to_all_pairwise(t, s, op);
+    case OpKind::barrier:
+      return barrier_dissemination(t, op);
     case OpKind::send:
-    case OpKind::recv: return send_recv_direct(t, op);
+    case OpKind::recv:
+      return send_recv_direct(t, op);
   }
 }
 

@@ -5,7 +5,9 @@
 
 namespace lockstep {
 
-void Scratch::Free::operator()(void* p) const { std::free(p); }
+void Scratch::Free::operator()(void* p) const {
+  std::free(p);
+}
 
 void* Scratch::get(Slot slot, size_t bytes) {
   if (bytes > sizes_[slot] || !blocks_[slot]) {

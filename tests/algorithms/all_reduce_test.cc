@@ -40,14 +40,17 @@ double expected(const Case& c, int n, size_t i) {
       double avg = rank_value_sum(n, i) / n;
       return is_integer(c.dtype) ? std::trunc(avg) : avg;
     }
-    case ReduceOp::max: return n * k;
-    case ReduceOp::min: return k;
+    case ReduceOp::max:
+      return n * k;
+    case ReduceOp::min:
+      return k;
     case ReduceOp::prod: {
       int twos = 0;
       for (int r = 0; r < n; ++r) twos += (static_cast<size_t>(r) + i) % 2;
       return std::ldexp(1.0, twos);
     }
-    default: return rank_value_sum(n, i);
+    default:
+      return rank_value_sum(n, i);
   }
 }
 
@@ -64,10 +67,12 @@ void check(MeshRank& me, const Case& c) {
   op.output = c.in_place ? in.view().data : out.view().data;
   me.run(op);
   const TypedBuffer& result = c.in_place ? in : out;
-  expect_elements(result, [&](size_t i) { return expected(c, me.size, i); }, describe(c, me.size));
+  expect_elements(
+      result, [&](size_t i) { return expected(c, me.size, i); }, describe(c, me.size));
   if (!c.in_place)  // the input is untouched
-    expect_elements(in, [&](size_t i) { return input_value(c.op, me.rank, i); },
-                    describe(c, me.size) + " (input)");
+    expect_elements(
+        in, [&](size_t i) { return input_value(c.op, me.rank, i); },
+        describe(c, me.size) + " (input)");
 }
 
 class AllReduce : public ::testing::TestWithParam<int> {};
@@ -87,7 +92,10 @@ TEST_P(AllReduce, OtherReduceOpsMatchClosedForm) {
       for (ReduceOp op : {ReduceOp::avg, ReduceOp::max, ReduceOp::min, ReduceOp::prod})
         for (DType t : {DType::f32, DType::i64})
           for (size_t count : {size_t{7}, size_t{1000}, size_t{70001}})
-            check(me, {.algorithm = a, .dtype = t, .count = count, .op = op,
+            check(me, {.algorithm = a,
+                       .dtype = t,
+                       .count = count,
+                       .op = op,
                        .in_place = op == ReduceOp::max});
   });
 }
@@ -125,13 +133,17 @@ TEST(AllReduceChoice, AutomaticPicksRecursiveDoublingSmallAndRingLarge) {
   op.kind = OpKind::all_reduce;
   op.dtype = DType::f32;
   op.count = kRingThresholdBytes / 4 - 1;
-  EXPECT_EQ(choose_all_reduce(op), Algorithm::recursive_doubling);
+  EXPECT_EQ(choose_all_reduce(op, 2), Algorithm::recursive_doubling);
+  EXPECT_EQ(choose_all_reduce(op, kWideGroup), Algorithm::ring);  // wide groups switch earlier
   op.count = kRingThresholdBytes / 4;
-  EXPECT_EQ(choose_all_reduce(op), Algorithm::ring);
+  EXPECT_EQ(choose_all_reduce(op, 2), Algorithm::ring);
+  op.count = kWideRingThresholdBytes / 4 - 1;
+  EXPECT_EQ(choose_all_reduce(op, kWideGroup), Algorithm::recursive_doubling);
   op.algorithm = Algorithm::recursive_doubling;
-  EXPECT_EQ(choose_all_reduce(op), Algorithm::recursive_doubling);
+  op.count = kRingThresholdBytes;
+  EXPECT_EQ(choose_all_reduce(op, 2), Algorithm::recursive_doubling);
   op.algorithm = Algorithm::chain;
-  EXPECT_THROW(choose_all_reduce(op), InvalidArgument);
+  EXPECT_THROW(choose_all_reduce(op, 2), InvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, AllReduce, ::testing::Values(1, 2, 3, 4, 5, 8),

@@ -14,7 +14,9 @@ namespace {
 size_t pair_count(int i, int j, size_t k, bool uneven) {
   return uneven ? static_cast<size_t>(i * 3 + j * 5 + static_cast<int>(k)) % 7 : k;
 }
-double mark(int from, int to, size_t j) { return from * 1e6 + to * 1e4 + static_cast<double>(j % 10000); }
+double mark(int from, int to, size_t j) {
+  return from * 1e6 + to * 1e4 + static_cast<double>(j % 10000);
+}
 
 void check_all_to_all(MeshRank& me, size_t k, bool uneven, bool in_place) {
   const int n = me.size;
@@ -99,9 +101,35 @@ TEST_P(Exchanges, SendRecvAroundTheRingWithTags) {
         me.run(r);
         me.run(s);
       }
-      expect_elements(in, [&](size_t i) { return prev * 7 + static_cast<double>(i % 1000); },
-                      "recv from rank " + std::to_string(prev));
+      expect_elements(
+          in, [&](size_t i) { return prev * 7 + static_cast<double>(i % 1000); },
+          "recv from rank " + std::to_string(prev));
     }
+  });
+}
+
+// A large message's payload is read together with the next header: when that next message is
+// header-only (empty), it is complete in the inbox and must be delivered without waiting for the
+// socket to become readable again.
+TEST(TransportReadAhead, EmptyMessageBehindALargeOneIsDeliveredWithoutPolling) {
+  with_mesh(2, [](MeshRank& me) {
+    std::vector<char> big(1 << 20, 'x');
+    Op op = me.op(OpKind::barrier);
+    op.deadline = Deadline::after(std::chrono::seconds(5));
+    me.run(op, [&] {
+      if (me.rank == 0) {
+        me.transport->post_send(1, big.data(), big.size());
+        me.transport->post_send(1, nullptr, 0);
+        me.transport->wait_all();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // sends nothing more
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // both messages are queued
+      me.transport->wait(me.transport->post_recv(0, big.data(), big.size()));
+      auto start = Clock::now();
+      me.transport->wait(me.transport->post_recv(0, nullptr, 0));
+      EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+    });
   });
 }
 

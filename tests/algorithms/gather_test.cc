@@ -20,7 +20,9 @@ std::vector<size_t> counts_for(int n, size_t k, bool uneven) {
 size_t offset_of(const std::vector<size_t>& c, int r) {
   return std::accumulate(c.begin(), c.begin() + r, size_t{0});
 }
-size_t total(const std::vector<size_t>& c) { return std::accumulate(c.begin(), c.end(), size_t{0}); }
+size_t total(const std::vector<size_t>& c) {
+  return std::accumulate(c.begin(), c.end(), size_t{0});
+}
 
 // Which rank's slot element i of a concatenation falls in.
 int owner(const std::vector<size_t>& c, size_t i) {
@@ -30,14 +32,16 @@ int owner(const std::vector<size_t>& c, size_t i) {
 }
 
 // The value rank r contributes at its local element j: identifies both.
-double mark(int r, size_t j) { return r * 100000.0 + static_cast<double>(j % 100000); }
+double mark(int r, size_t j) {
+  return r * 100000.0 + static_cast<double>(j % 100000);
+}
 
 struct Shape {
   size_t k;
   bool uneven;
 };
-constexpr Shape kShapes[] = {{0, false}, {1, false}, {7, false}, {1000, false}, {250001, false},
-                             {0, true},  {3, true},  {1000, true}};
+constexpr Shape kShapes[] = {{0, false},      {1, false}, {7, false}, {1000, false},
+                             {250001, false}, {0, true},  {3, true},  {1000, true}};
 
 void check_all_gather(MeshRank& me, OpKind kind, const Shape& s, bool in_place) {
   auto counts = counts_for(me.size, s.k, s.uneven);
@@ -54,8 +58,13 @@ void check_all_gather(MeshRank& me, OpKind kind, const Shape& s, bool in_place) 
   op.output = out.view().data;
   me.run(op);
   if (kind == OpKind::gather && me.rank != op.root) return;
-  expect_elements(out, [&](size_t i) { int r = owner(counts, i); return mark(r, i - offset_of(counts, r)); },
-                  detail::concat(op_kind_name(kind), s.uneven ? "_v" : "", " k=", s.k, " n=", me.size));
+  expect_elements(
+      out,
+      [&](size_t i) {
+        int r = owner(counts, i);
+        return mark(r, i - offset_of(counts, r));
+      },
+      detail::concat(op_kind_name(kind), s.uneven ? "_v" : "", " k=", s.k, " n=", me.size));
 }
 
 void check_scatter(MeshRank& me, const Shape& s, int root) {
@@ -71,8 +80,9 @@ void check_scatter(MeshRank& me, const Shape& s, int root) {
   op.output = out.view().data;
   me.run(op);
   const size_t off = offset_of(counts, me.rank);
-  expect_elements(out, [&](size_t j) { return mark(me.rank, off + j); },
-                  detail::concat("scatter k=", s.k, " root ", root, " n=", me.size));
+  expect_elements(
+      out, [&](size_t j) { return mark(me.rank, off + j); },
+      detail::concat("scatter k=", s.k, " root ", root, " n=", me.size));
 }
 
 void check_reduce_scatter(MeshRank& me, const Shape& s, DType t) {
@@ -88,9 +98,11 @@ void check_reduce_scatter(MeshRank& me, const Shape& s, DType t) {
   op.input = in.view().data;
   op.output = out.view().data;
   me.run(op);
-  expect_elements(out, [&](size_t j) { return rank_value_sum(me.size, off + j); },
-                  detail::concat("reduce_scatter ", dtype_name(t), " k=", s.k, " n=", me.size));
-  expect_elements(in, [&](size_t i) { return rank_value(me.rank, i); }, "reduce_scatter input");
+  expect_elements(
+      out, [&](size_t j) { return rank_value_sum(me.size, off + j); },
+      detail::concat("reduce_scatter ", dtype_name(t), " k=", s.k, " n=", me.size));
+  expect_elements(
+      in, [&](size_t i) { return rank_value(me.rank, i); }, "reduce_scatter input");
 }
 
 class Gathers : public ::testing::TestWithParam<int> {};

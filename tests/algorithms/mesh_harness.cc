@@ -38,11 +38,9 @@ void with_mesh(int size, const std::function<void(MeshRank&)>& fn) {
                                .advertise_address = "127.0.0.1",
                                .hostname = "test-host",
                                .deadline = Deadline::after(std::chrono::seconds(30))});
-    TcpTransport transport(std::move(conns), {.group = group,
-                                              .rank = rank,
-                                              .size = size,
-                                              .hostname = "test-host",
-                                              .store = store});
+    TcpTransport transport(
+        std::move(conns),
+        {.group = group, .rank = rank, .size = size, .hostname = "test-host", .store = store});
     MeshRank me{.rank = rank, .size = size, .transport = &transport};
     try {
       fn(me);

@@ -36,14 +36,19 @@ struct MeshRank {
 void with_mesh(int size, const std::function<void(MeshRank&)>& fn);
 
 // The closed-form input of the reduction tests: rank r's element i.
-inline double rank_value(int r, size_t i) { return (r + 1) * static_cast<double>(i % 7); }
+inline double rank_value(int r, size_t i) {
+  return (r + 1) * static_cast<double>(i % 7);
+}
 // sum over ranks 0..n-1 of rank_value(r, i).
-inline double rank_value_sum(int n, size_t i) { return n * (n + 1) / 2.0 * static_cast<double>(i % 7); }
+inline double rank_value_sum(int n, size_t i) {
+  return n * (n + 1) / 2.0 * static_cast<double>(i % 7);
+}
 
-// Throws a description of the first element where buf differs from expect(i), for i in [begin, end).
+// Throws a description of the first element where buf differs from expect(i), for i in [begin,
+// end).
 template <class F>
-void expect_elements(const TypedBuffer& buf, F expect, const std::string& context,
-                     size_t begin = 0, size_t end = SIZE_MAX) {
+void expect_elements(const TypedBuffer& buf, F expect, const std::string& context, size_t begin = 0,
+                     size_t end = SIZE_MAX) {
   end = std::min(end, buf.count());
   for (size_t i = begin; i < end; ++i) {
     double want = expect(i), got = buf.get(i);

@@ -88,7 +88,8 @@ TEST(MessageHeader, VariableCountsArraysWithTheSameTotalDiffer) {
   Op uniform = a;
   uniform.variable = false;
   uniform.counts = {2, 2, 2};
-  EXPECT_CONTAINS(mismatch(uniform, a, 4, 4), "rank 1 called all_gather, rank 0 called all_gather_v");
+  EXPECT_CONTAINS(mismatch(uniform, a, 4, 4),
+                  "rank 1 called all_gather, rank 0 called all_gather_v");
 }
 
 TEST(MessageHeader, SendRecvSizeMismatch) {

@@ -9,7 +9,9 @@ namespace {
 
 constexpr size_t kCounts[] = {0, 1, 7, 1000, 1000003};
 
-std::vector<int> roots(int n) { return n == 1 ? std::vector<int>{0} : std::vector<int>{0, n - 1, n / 2}; }
+std::vector<int> roots(int n) {
+  return n == 1 ? std::vector<int>{0} : std::vector<int>{0, n - 1, n / 2};
+}
 
 void check_broadcast(MeshRank& me, Algorithm a, DType t, size_t count, int root, bool in_place) {
   TypedBuffer in(t, count), out(t, count);
@@ -23,9 +25,10 @@ void check_broadcast(MeshRank& me, Algorithm a, DType t, size_t count, int root,
   op.input = in.view().data;
   op.output = in_place ? in.view().data : out.view().data;
   me.run(op);
-  expect_elements(in_place ? in : out, [&](size_t i) { return rank_value(root, i) + 1; },
-                  detail::concat("broadcast ", algorithm_name(a), " x ", count, " root ", root,
-                                 " n=", me.size));
+  expect_elements(
+      in_place ? in : out, [&](size_t i) { return rank_value(root, i) + 1; },
+      detail::concat("broadcast ", algorithm_name(a), " x ", count, " root ", root,
+                     " n=", me.size));
 }
 
 void check_reduce(MeshRank& me, const std::function<void(const Op&)>& algorithm, DType t,
@@ -42,10 +45,13 @@ void check_reduce(MeshRank& me, const std::function<void(const Op&)>& algorithm,
   me.run(op, [&] { algorithm(op); });
   std::string what = detail::concat("reduce x ", count, " root ", root, " n=", me.size);
   if (me.rank == root)
-    expect_elements(out, [&](size_t i) { return rank_value_sum(me.size, i); }, what);
+    expect_elements(
+        out, [&](size_t i) { return rank_value_sum(me.size, i); }, what);
   else  // non-root outputs are untouched
-    expect_elements(out, [](size_t) { return -2; }, what + " (non-root output)");
-  expect_elements(in, [&](size_t i) { return rank_value(me.rank, i); }, what + " (input)");
+    expect_elements(
+        out, [](size_t) { return -2; }, what + " (non-root output)");
+  expect_elements(
+      in, [&](size_t i) { return rank_value(me.rank, i); }, what + " (input)");
 }
 
 class Rooted : public ::testing::TestWithParam<int> {};
@@ -88,7 +94,8 @@ TEST_P(Rooted, ReduceInPlaceOnRoot) {
       op.input = op.output = buf.view().data;
       me.run(op);
       if (me.rank == op.root)
-        expect_elements(buf, [&](size_t i) { return rank_value_sum(me.size, i); }, "in place");
+        expect_elements(
+            buf, [&](size_t i) { return rank_value_sum(me.size, i); }, "in place");
     }
   });
 }

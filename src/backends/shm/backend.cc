@@ -102,15 +102,24 @@ class ShmBackend final : public Backend {
     ++collectives_;
     switch (op.kind) {
       case OpKind::all_reduce:
-      case OpKind::reduce: return run_all_reduce(x);
-      case OpKind::reduce_scatter: return run_reduce_scatter(x);
-      case OpKind::broadcast: return run_broadcast(x);
+      case OpKind::reduce:
+        return run_all_reduce(x);
+      case OpKind::reduce_scatter:
+        return run_reduce_scatter(x);
+      case OpKind::broadcast:
+        return run_broadcast(x);
       case OpKind::all_gather:
-      case OpKind::gather: return run_gather(x);
-      case OpKind::scatter: return run_scatter(x);
-      case OpKind::all_to_all: return run_all_to_all(x);
-      case OpKind::barrier: arrive(x, 0, true); return;
-      default: throw InvalidArgument(op.name() + ": not a collective");
+      case OpKind::gather:
+        return run_gather(x);
+      case OpKind::scatter:
+        return run_scatter(x);
+      case OpKind::all_to_all:
+        return run_all_to_all(x);
+      case OpKind::barrier:
+        arrive(x, 0, true);
+        return;
+      default:
+        throw InvalidArgument(op.name() + ": not a collective");
     }
   }
 

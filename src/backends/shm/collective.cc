@@ -12,15 +12,18 @@ size_t Collective::region_bytes() const {
 
 bool arrive(Collective& x, uint64_t payload_bytes, bool inline_data) {
   RankControl& mine = x.seg.control(x.me);
-  mine.desc[x.parity] = make_descriptor(x.op, payload_bytes, inline_data);
+  mine.desc[x.parity] = make_descriptor(x.op, payload_bytes);
+  const uint64_t hash = fingerprint(mine.desc[x.parity]);
+  mine.fingerprint[x.parity] = hash;
+  mine.inline_data[x.parity] = inline_data ? 1 : 0;
   if (x.op.kind == OpKind::all_to_all)
     std::copy(x.op.counts.begin(), x.op.counts.end(), x.seg.counts(x.me, x.parity));
   x.sync.bump();
   x.sync.wait_all(x.arrived(), x.op);
-  check_descriptors(x.seg, x.parity, x.op, x.me);
+  check_descriptors(x.seg, x.parity, x.op, x.me, hash);
   bool all_inline = inline_data;
   for (int r = 0; r < x.n && all_inline; ++r)
-    all_inline = x.seg.control(r).desc[x.parity].inline_data != 0;
+    all_inline = x.seg.control(r).inline_data[x.parity] != 0;
   return all_inline;
 }
 
@@ -37,6 +40,8 @@ Range part_of(size_t count, size_t round, size_t per) {
   return Range{begin, std::min(count, begin + per)};
 }
 
-size_t rounds_for(size_t max_count, size_t per) { return (max_count + per - 1) / per; }
+size_t rounds_for(size_t max_count, size_t per) {
+  return (max_count + per - 1) / per;
+}
 
 }  // namespace lockstep::shm

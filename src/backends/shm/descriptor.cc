@@ -4,21 +4,31 @@
 
 namespace lockstep::shm {
 
-Descriptor make_descriptor(const Op& op, uint64_t payload_bytes, bool inline_data) {
+Descriptor make_descriptor(const Op& op, uint64_t payload_bytes) {
   Descriptor d;
   d.header = data_header(op, 0);
   d.payload_bytes = payload_bytes;
-  d.inline_data = inline_data ? 1 : 0;
   return d;
 }
 
-void check_descriptors(const SegmentView& segment, int parity, const Op& op, int rank) {
+uint64_t fingerprint(const Descriptor& d) {
+  // FNV-1a over the header's bytes (it has no padding: a wire format).
+  uint64_t h = 14695981039346656037ull;
+  const auto* p = reinterpret_cast<const unsigned char*>(&d.header);
+  for (size_t i = 0; i < sizeof(MessageHeader); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+void check_descriptors(const SegmentView& segment, int parity, const Op& op, int rank,
+                       uint64_t mine) {
   const size_t es = element_size(op.dtype);
   for (int peer = 0; peer < segment.size(); ++peer) {
     if (peer == rank) continue;
-    MessageHeader got = segment.control(peer).desc[parity].header;
+    const RankControl& c = segment.control(peer);
+    MessageHeader got = c.desc[parity].header;
     const HeaderCheck check{.op = op, .rank = rank, .peer = peer};
-    if (auto m = header_mismatch(got, 0, check)) throw MismatchError(*m);
+    if (c.fingerprint[parity] != mine)
+      if (auto m = header_mismatch(got, 0, check)) throw MismatchError(*m);
     if (op.kind != OpKind::all_to_all) continue;
     // The pair's sizes: what peer sends here against what this rank expects from it.
     got.payload_bytes = segment.counts(peer, parity)[rank] * es;

@@ -18,7 +18,8 @@ void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nan
 }
 
 void futex_wake_all(std::atomic<uint32_t>& word) {
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
+            0);
 }
 
 }  // namespace lockstep::shm

@@ -1,6 +1,7 @@
 #include "backends/shm/layout.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace lockstep::shm {
 
@@ -8,11 +9,16 @@ namespace {
 
 constexpr size_t kPage = 4096;
 
-size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+size_t round_up(size_t v, size_t to) {
+  return (v + to - 1) / to * to;
+}
 
 }  // namespace
 
 size_t chunk_bytes_for(int n) {
+  if (const char* v = getenv("SHM_CHUNK"))
+    return round_up(std::clamp<size_t>(atol(v) / std::max(n, 1), 16384, 1 << 24),
+                    kPage);  // EXPERIMENT
   // 512 KiB per rank for up to 8 ranks; larger groups keep the total near 4 MiB per buffer.
   size_t bytes = std::clamp<size_t>(4 * 1024 * 1024 / static_cast<size_t>(std::max(n, 1)),
                                     64 * 1024, 512 * 1024);
@@ -21,9 +27,9 @@ size_t chunk_bytes_for(int n) {
 
 size_t mailbox_bytes_for(int n) {
   size_t pairs = static_cast<size_t>(n) * static_cast<size_t>(n);
-  return round_up(std::clamp<size_t>(4 * 1024 * 1024 / std::max<size_t>(pairs, 1), 16 * 1024,
-                                     256 * 1024),
-                  kPage);
+  return round_up(
+      std::clamp<size_t>(4 * 1024 * 1024 / std::max<size_t>(pairs, 1), 4 * 1024, 256 * 1024),
+      kPage);
 }
 
 Layout layout_for(int n) {

@@ -40,7 +40,6 @@ size_t mailbox_bytes_for(int n);
 struct alignas(kCacheLine) Descriptor {
   MessageHeader header;        // the op's identity (payload_bytes: unused, 0)
   uint64_t payload_bytes = 0;  // what this rank contributes (all_to_all: its send total)
-  uint8_t inline_data = 0;     // 1: the payload sits in this rank's small slot
 };
 static_assert(sizeof(Descriptor) == kCacheLine);
 
@@ -50,6 +49,10 @@ struct RankControl {
   // The rank's progress: bumped once per phase of every collective. Peers wait on it.
   alignas(kCacheLine) std::atomic<uint32_t> step{0};
   std::atomic<uint32_t> step_waiters{0};  // peers asleep on step (wake only when non-zero)
+  // By op parity, on the step's cache line so that the peer that sees a step gets them with it:
+  // a hash of the descriptor (equal hashes: nothing to compare) and whether the payload is inline.
+  uint64_t fingerprint[2] = {};
+  uint8_t inline_data[2] = {};
   // Receivers of this rank's sends ring it after taking a mailbox buffer (the sender thread
   // sleeps on it).
   alignas(kCacheLine) std::atomic<uint32_t> bell{0};
@@ -110,7 +113,8 @@ class SegmentView {
   }
   // Rank r's counts area for op parity p: n uint64.
   uint64_t* counts(int r, int p) const {
-    return reinterpret_cast<uint64_t*>(base_ + layout_.counts + layout_.counts_stride * (2 * r + p));
+    return reinterpret_cast<uint64_t*>(base_ + layout_.counts +
+                                       layout_.counts_stride * (2 * r + p));
   }
   std::byte* small_slot(int r, int p) const {
     return base_ + layout_.small + kSmallSlotBytes * (2 * static_cast<size_t>(r) + p);
@@ -125,7 +129,8 @@ class SegmentView {
   ChunkHeader* mail_buffer(int from, int to, uint32_t i) const {
     size_t pair = static_cast<size_t>(from) * layout_.n + to;
     return reinterpret_cast<ChunkHeader*>(base_ + layout_.mail_data +
-                                          layout_.mail_stride * (kMailboxDepth * pair + i % kMailboxDepth));
+                                          layout_.mail_stride *
+                                              (kMailboxDepth * pair + i % kMailboxDepth));
   }
   const Layout& layout() const { return layout_; }
   int size() const { return layout_.n; }

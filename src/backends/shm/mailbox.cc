@@ -80,10 +80,10 @@ void Mailboxes::recv(const Op& op) {
       if (auto mismatch = header_mismatch(chunk->header, expected,
                                           HeaderCheck{.op = op, .rank = me_, .peer = from}))
         throw MismatchError(*mismatch);
-    LOCKSTEP_ENFORCE(chunk->offset == received && received + chunk->bytes <= expected,
-                     NetworkError, op.name(), ": the mailbox from rank ", from,
-                     " holds a chunk at offset ", chunk->offset, " of ", chunk->bytes,
-                     " bytes where ", received, " was next: the segment is corrupt");
+    LOCKSTEP_ENFORCE(chunk->offset == received && received + chunk->bytes <= expected, NetworkError,
+                     op.name(), ": the mailbox from rank ", from, " holds a chunk at offset ",
+                     chunk->offset, " of ", chunk->bytes, " bytes where ", received,
+                     " was next: the segment is corrupt");
     if (chunk->bytes > 0) std::memcpy(out + received, chunk + 1, chunk->bytes);
     received += chunk->bytes;
     Sync::advance(m.taken, m.taken_waiters);
@@ -108,8 +108,8 @@ bool Mailboxes::push_staged() {
       Staged& s = box.queue.front();
       const uint64_t before = s.offset;
       const bool was_started = s.started;
-      const bool done = push(static_cast<int>(to), s.header, s.rest.data() + (s.offset - s.rest_offset),
-                             s.offset, s.started);
+      const bool done = push(static_cast<int>(to), s.header,
+                             s.rest.data() + (s.offset - s.rest_offset), s.offset, s.started);
       moved |= s.offset != before || s.started != was_started;
       if (!done) break;
       box.queue.pop_front();
@@ -145,10 +145,12 @@ void Mailboxes::check_staged() {
     else if (dead == r)
       fail(s, r, ErrorClass::network, peers.describe(r) + " died");
     else if (peers.departed(r))
-      fail(s, r, ErrorClass::network, peers.describe(r) + " shut down its group without receiving it");
+      fail(s, r, ErrorClass::network,
+           peers.describe(r) + " shut down its group without receiving it");
     else if (Clock::now() >= s.deadline)
-      fail(s, r, ErrorClass::timeout, "the send's deadline passed: rank " + std::to_string(r) +
-                                          " did not post the matching recv in time");
+      fail(s, r, ErrorClass::timeout,
+           "the send's deadline passed: rank " + std::to_string(r) +
+               " did not post the matching recv in time");
     else
       continue;
     std::lock_guard<std::mutex> lock(mu_);

@@ -53,8 +53,8 @@ class Mailboxes {
     std::string name;             // "send #3 to rank 1", for errors
     std::vector<std::byte> rest;  // the message's bytes from rest_offset on
     uint64_t rest_offset = 0;
-    uint64_t offset = 0;          // the next byte to deliver
-    bool started = false;         // a chunk has been written (empty messages need one)
+    uint64_t offset = 0;   // the next byte to deliver
+    bool started = false;  // a chunk has been written (empty messages need one)
     Clock::time_point deadline;
   };
   struct Outbox {
@@ -64,8 +64,7 @@ class Mailboxes {
 
   // Writes chunks of the message (data = its bytes from `offset`) while mailbox buffers are free.
   // Returns whether the whole message is in. Never waits. REQUIRES the pair's outbox lock.
-  bool push(int to, const MessageHeader& h, const std::byte* data, uint64_t& offset,
-            bool& started);
+  bool push(int to, const MessageHeader& h, const std::byte* data, uint64_t& offset, bool& started);
   // Pushes what it can of every outbox. Returns whether anything moved.
   bool push_staged();
   void check_staged();  // fails staged messages whose receiver is gone or deadline passed

@@ -16,8 +16,12 @@ namespace lockstep::shm {
 
 namespace {
 
-const std::byte* bytes_of(const void* p) { return static_cast<const std::byte*>(p); }
-std::byte* bytes_of(void* p) { return static_cast<std::byte*>(p); }
+const std::byte* bytes_of(const void* p) {
+  return static_cast<const std::byte*>(p);
+}
+std::byte* bytes_of(void* p) {
+  return static_cast<std::byte*>(p);
+}
 
 void copy_bytes(void* dst, const void* src, size_t bytes) {
   if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
@@ -75,8 +79,8 @@ void run_gather(Collective& x) {
   if (arrive(x, mine, !publishes || fits)) {
     if (!collects) return;
     for (size_t q = 0; q < op.counts.size(); ++q)
-      copy_bytes(bytes_of(op.output) + offset[q] * es, q == me ? op.input : x.small(static_cast<int>(q)),
-           op.counts[q] * es);
+      copy_bytes(bytes_of(op.output) + offset[q] * es,
+                 q == me ? op.input : x.small(static_cast<int>(q)), op.counts[q] * es);
     return;
   }
   const size_t per_round = x.chunk_bytes() / es;
@@ -87,7 +91,10 @@ void run_gather(Collective& x) {
   auto consume = [&](size_t c) {
     for (size_t q = 0; q < op.counts.size(); ++q) {
       const Range part = part_of(op.counts[q], c, per_round);
-      const void* src = q == me ? bytes_of(op.input) + part.begin * es : x.chunk(static_cast<int>(q), c);
+      // This rank's own part: from its chunk buffer (in cache) when it has just filled it.
+      const void* src = q != me     ? x.chunk(static_cast<int>(q), c)
+                        : publishes ? x.chunk(x.me, c)
+                                    : bytes_of(op.input) + part.begin * es;
       copy_bytes(bytes_of(op.output) + (offset[q] + part.begin) * es, src, part.size() * es);
     }
   };
@@ -118,12 +125,13 @@ void run_scatter(Collective& x) {
       if (q == me) continue;
       const Range part = part_of(op.counts[q], c, per_round);
       copy_bytes(x.chunk(x.me, c) + q * region, bytes_of(op.input) + (offset[q] + part.begin) * es,
-           part.size() * es);
+                 part.size() * es);
     }
   };
   auto consume = [&](size_t c) {
     const Range part = part_of(op.counts[me], c, per_round);
-    copy_bytes(bytes_of(op.output) + part.begin * es, x.chunk(op.root, c) + me * region, part.size() * es);
+    copy_bytes(bytes_of(op.output) + part.begin * es, x.chunk(op.root, c) + me * region,
+               part.size() * es);
   };
   run_rounds(x,
              RoundPlan{.rounds = rounds_for(largest(op.counts), per_round),
@@ -136,19 +144,22 @@ void run_scatter(Collective& x) {
 void run_all_to_all(Collective& x) {
   const Op& op = x.op;
   const size_t es = x.es, me = static_cast<size_t>(x.me), n = static_cast<size_t>(x.n);
-  const std::vector<size_t> send_offset = offsets_of(op.counts), recv_offset = offsets_of(op.recv_counts);
+  const std::vector<size_t> send_offset = offsets_of(op.counts),
+                            recv_offset = offsets_of(op.recv_counts);
   const size_t total = send_offset.back() * es;
   const bool fits = total <= kSmallSlotBytes;
   if (fits) copy_bytes(x.small(x.me), op.input, total);
   const bool all_inline = arrive(x, total, fits);
   auto* out = bytes_of(op.output);
-  copy_bytes(out + recv_offset[me] * es, bytes_of(op.input) + send_offset[me] * es, op.counts[me] * es);
+  copy_bytes(out + recv_offset[me] * es, bytes_of(op.input) + send_offset[me] * es,
+             op.counts[me] * es);
   if (all_inline) {
     for (size_t i = 0; i < n; ++i) {
       if (i == me) continue;
       const uint64_t* theirs = x.seg.counts(static_cast<int>(i), x.parity);
       const size_t at = std::accumulate(theirs, theirs + me, size_t{0});
-      copy_bytes(out + recv_offset[i] * es, x.small(static_cast<int>(i)) + at * es, op.recv_counts[i] * es);
+      copy_bytes(out + recv_offset[i] * es, x.small(static_cast<int>(i)) + at * es,
+                 op.recv_counts[i] * es);
     }
     return;
   }
@@ -162,19 +173,20 @@ void run_all_to_all(Collective& x) {
     for (size_t j = 0; j < n; ++j) {
       if (j == me) continue;
       const Range part = part_of(op.counts[j], c, per_round);
-      copy_bytes(x.chunk(x.me, c) + j * region, bytes_of(op.input) + (send_offset[j] + part.begin) * es,
-           part.size() * es);
+      copy_bytes(x.chunk(x.me, c) + j * region,
+                 bytes_of(op.input) + (send_offset[j] + part.begin) * es, part.size() * es);
     }
   };
   auto consume = [&](size_t c) {
     for (size_t i = 0; i < n; ++i) {
       if (i == me) continue;
       const Range part = part_of(op.recv_counts[i], c, per_round);
-      copy_bytes(out + (recv_offset[i] + part.begin) * es, x.chunk(static_cast<int>(i), c) + me * region,
-           part.size() * es);
+      copy_bytes(out + (recv_offset[i] + part.begin) * es,
+                 x.chunk(static_cast<int>(i), c) + me * region, part.size() * es);
     }
   };
-  run_rounds(x, RoundPlan{.rounds = rounds_for(most, per_round), .produces = true, .consumes = true},
+  run_rounds(x,
+             RoundPlan{.rounds = rounds_for(most, per_round), .produces = true, .consumes = true},
              produce, consume, [](size_t) {});
 }
 

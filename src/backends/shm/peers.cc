@@ -12,7 +12,9 @@ namespace lockstep::shm {
 
 namespace {
 
-int open_pidfd(int pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+int open_pidfd(int pid) {
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
 
 std::string header_name(const MessageHeader& h) {
   std::string s(op_kind_name(h.kind));
@@ -33,7 +35,8 @@ Peers::Peers(const SegmentView& segment, int rank, std::string host)
     if (fd < 0) {
       // ESRCH: the rank is already gone; anything else (another pid namespace): not watchable.
       log_warning("shm group '", segment.header().group, "': cannot watch ", describe(r), ": ",
-                  net::errno_text(errno), errno == ESRCH ? "" : "; its death will show as a timeout");
+                  net::errno_text(errno),
+                  errno == ESRCH ? "" : "; its death will show as a timeout");
       if (errno != ESRCH) continue;
     }
     pidfds_[static_cast<size_t>(r)] = fd;
@@ -47,7 +50,8 @@ Peers::~Peers() {
 }
 
 std::string Peers::describe(int r) const {
-  return detail::concat("rank ", r, " (host ", host_, ", pid ", segment_.control(r).pid.load(), ")");
+  return detail::concat("rank ", r, " (host ", host_, ", pid ", segment_.control(r).pid.load(),
+                        ")");
 }
 
 std::optional<int> Peers::first_dead() const {
@@ -80,9 +84,12 @@ std::string Peers::last_op_of(int r) const {
 
 void throw_as(ErrorClass error_class, const std::string& message) {
   switch (error_class) {
-    case ErrorClass::mismatch: throw MismatchError(message);
-    case ErrorClass::timeout: throw TimeoutError(message);
-    default: throw NetworkError(message);
+    case ErrorClass::mismatch:
+      throw MismatchError(message);
+    case ErrorClass::timeout:
+      throw TimeoutError(message);
+    default:
+      throw NetworkError(message);
   }
 }
 

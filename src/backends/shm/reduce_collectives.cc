@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/shm/collective.h"
+#include "backends/shm/copy.h"
 
 namespace lockstep::shm {
 
@@ -24,8 +25,12 @@ namespace {
 // Up to this size, every rank reducing every slot beats the pipeline's two extra syncs.
 constexpr size_t kSmallReduceBytes = 16 * 1024;
 
-const std::byte* bytes_of(const void* p) { return static_cast<const std::byte*>(p); }
-std::byte* bytes_of(void* p) { return static_cast<std::byte*>(p); }
+const std::byte* bytes_of(const void* p) {
+  return static_cast<const std::byte*>(p);
+}
+std::byte* bytes_of(void* p) {
+  return static_cast<std::byte*>(p);
+}
 
 // Whether [a, a + n) and [b, b + m) share a byte.
 bool overlaps(const void* a, size_t n, const void* b, size_t m) {
@@ -33,9 +38,9 @@ bool overlaps(const void* a, size_t n, const void* b, size_t m) {
 }
 
 void reduce_small(Collective& x, void* out, size_t offset_elems, size_t count) {
-  std::vector<const void*> srcs(static_cast<size_t>(x.n));
-  for (int q = 0; q < x.n; ++q) srcs[static_cast<size_t>(q)] = x.small(q) + offset_elems * x.es;
-  x.reducer.reduce(out, srcs.data(), x.n, count, x.op.dtype, x.op.reduce_op);
+  const void** srcs = x.reducer.sources(x.n);
+  for (int q = 0; q < x.n; ++q) srcs[q] = x.small(q) + offset_elems * x.es;
+  x.reducer.reduce(out, srcs, x.n, count, x.op.dtype, x.op.reduce_op);
 }
 
 }  // namespace
@@ -53,6 +58,11 @@ void run_all_reduce(Collective& x) {
   const size_t per_round = x.chunk_bytes() / es;
   const auto* in = bytes_of(op.input);
   auto* out = bytes_of(op.output);
+  // EXPERIMENT
+  static const bool nt_on = getenv("SHM_NT") ? atoi(getenv("SHM_NT")) : 1;
+  auto put = nt_on && bytes >= kStreamOutputBytes
+                 ? stream_copy
+                 : [](void* d, const void* s, size_t b) { std::memcpy(d, s, b); };
   std::vector<const void*> srcs(static_cast<size_t>(x.n));
   auto produce = [&](size_t c) {
     const Range part = part_of(op.count, c, per_round), mine = slice_of(part.size(), x.me, x.n, es);
@@ -60,23 +70,49 @@ void run_all_reduce(Collective& x) {
     std::memcpy(x.chunk(x.me, c) + mine.end * es, in + (part.begin + mine.end) * es,
                 (part.size() - mine.end) * es);
   };
+  static const bool own_copy =
+      getenv("SHM_OWNCOPY") ? atoi(getenv("SHM_OWNCOPY")) : 1;  // EXPERIMENT
+  std::byte* own = x.reducer.staging(x.chunk_bytes());
   auto consume = [&](size_t c) {
     const Range part = part_of(op.count, c, per_round), mine = slice_of(part.size(), x.me, x.n, es);
+    const std::byte* own_src = in + (part.begin + mine.begin) * es;
+    if (own_copy) {
+      std::memcpy(own, own_src, mine.size() * es);
+      own_src = own;
+    }
     for (int q = 0; q < x.n; ++q)
-      srcs[static_cast<size_t>(q)] = q == x.me ? in + (part.begin + mine.begin) * es
-                                               : x.chunk(q, c) + mine.begin * es;
+      srcs[static_cast<size_t>(q)] = q == x.me ? own_src : x.chunk(q, c) + mine.begin * es;
     std::byte* result = x.chunk(x.me, c) + mine.begin * es;
     x.reducer.reduce(result, srcs.data(), x.n, mine.size(), op.dtype, op.reduce_op);
-    if (deliver) std::memcpy(out + (part.begin + mine.begin) * es, result, mine.size() * es);
+    if (deliver) put(out + (part.begin + mine.begin) * es, result, mine.size() * es);
   };
   auto finish = [&](size_t c) {
     const Range part = part_of(op.count, c, per_round);
     for (int q = 0; q < x.n; ++q) {
       if (q == x.me) continue;
       const Range s = slice_of(part.size(), q, x.n, es);
-      std::memcpy(out + (part.begin + s.begin) * es, x.chunk(q, c) + s.begin * es, s.size() * es);
+      put(out + (part.begin + s.begin) * es, x.chunk(q, c) + s.begin * es, s.size() * es);
     }
   };
+  static const int direct_max =
+      getenv("SHM_DIRECT") ? atoi(getenv("SHM_DIRECT")) : 2;  // EXPERIMENT
+  if (x.n <= direct_max) {
+    auto produce_all = [&](size_t c) {
+      const Range part = part_of(op.count, c, per_round);
+      std::memcpy(x.chunk(x.me, c), in + part.begin * es, part.size() * es);
+    };
+    auto reduce_all = [&](size_t c) {
+      const Range part = part_of(op.count, c, per_round);
+      for (int q = 0; q < x.n; ++q) srcs[static_cast<size_t>(q)] = x.chunk(q, c);
+      x.reducer.reduce(out + part.begin * es, srcs.data(), x.n, part.size(), op.dtype,
+                       op.reduce_op);
+    };
+    run_rounds(
+        x,
+        RoundPlan{.rounds = rounds_for(op.count, per_round), .produces = true, .consumes = deliver},
+        produce_all, reduce_all, [](size_t) {});
+    return;
+  }
   run_rounds(x,
              RoundPlan{.rounds = rounds_for(op.count, per_round),
                        .produces = true,
@@ -92,7 +128,8 @@ void run_reduce_scatter(Collective& x) {
   std::partial_sum(op.counts.begin(), op.counts.end(), offset.begin() + 1);
   const size_t total_bytes = offset.back() * es;
   // Each rank reduces only its own part of the slots: about total_bytes of reading in all.
-  const bool fits = total_bytes <= std::min(kSmallSlotBytes, kSmallReduceBytes * static_cast<size_t>(x.n));
+  const bool fits =
+      total_bytes <= std::min(kSmallSlotBytes, kSmallReduceBytes * static_cast<size_t>(x.n));
   if (fits && total_bytes > 0) std::memcpy(x.small(x.me), op.input, total_bytes);
   if (arrive(x, total_bytes, fits)) {
     reduce_small(x, op.output, offset[me], op.counts[me]);
@@ -101,13 +138,15 @@ void run_reduce_scatter(Collective& x) {
   const size_t region = x.region_bytes(), per_round = region / es;
   const auto* in = bytes_of(op.input);
   // An output inside this rank's own input region is written while being read: copy it too.
-  const bool copy_own = overlaps(op.output, op.counts[me] * es, in + offset[me] * es, op.counts[me] * es);
+  const bool copy_own =
+      overlaps(op.output, op.counts[me] * es, in + offset[me] * es, op.counts[me] * es);
   std::vector<const void*> srcs(static_cast<size_t>(x.n));
   auto produce = [&](size_t c) {
     for (size_t q = 0; q < op.counts.size(); ++q) {
       if (q == me && !copy_own) continue;
       const Range part = part_of(op.counts[q], c, per_round);
-      std::memcpy(x.chunk(x.me, c) + q * region, in + (offset[q] + part.begin) * es, part.size() * es);
+      std::memcpy(x.chunk(x.me, c) + q * region, in + (offset[q] + part.begin) * es,
+                  part.size() * es);
     }
   };
   auto consume = [&](size_t c) {
@@ -115,13 +154,13 @@ void run_reduce_scatter(Collective& x) {
     for (int q = 0; q < x.n; ++q)
       srcs[static_cast<size_t>(q)] = q == x.me && !copy_own ? in + (offset[me] + part.begin) * es
                                                             : x.chunk(q, c) + me * region;
-    x.reducer.reduce(bytes_of(op.output) + part.begin * es, srcs.data(), x.n, part.size(),
-                     op.dtype, op.reduce_op);
+    x.reducer.reduce(bytes_of(op.output) + part.begin * es, srcs.data(), x.n, part.size(), op.dtype,
+                     op.reduce_op);
   };
   const size_t largest = *std::max_element(op.counts.begin(), op.counts.end());
-  run_rounds(x,
-             RoundPlan{.rounds = rounds_for(largest, per_round), .produces = true, .consumes = true},
-             produce, consume, [](size_t) {});
+  run_rounds(
+      x, RoundPlan{.rounds = rounds_for(largest, per_round), .produces = true, .consumes = true},
+      produce, consume, [](size_t) {});
 }
 
 }  // namespace lockstep::shm

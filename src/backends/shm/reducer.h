@@ -16,12 +16,24 @@ class Reducer {
   // bf16 sums, averages and products of more than two sources accumulate in f32 and round once.
   // dst must not overlap any source unless it is exactly srcs[0]. Not thread-safe (scratch).
   void reduce(void* dst, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op);
+  // Scratch for n source pointers (valid until the next call), so that small ops allocate nothing.
+  const void** sources(int n) {
+    sources_.resize(static_cast<size_t>(n));
+    return sources_.data();
+  }
+  // Scratch of at least `bytes` bytes, kept between ops (no page faults in the hot loop).
+  std::byte* staging(size_t bytes) {
+    if (staging_.size() < bytes) staging_.resize(bytes);
+    return staging_.data();
+  }
 
  private:
   void reduce_wide(void* dst, const void* const* srcs, int n, size_t count, DType dtype,
                    ReduceOp op);
 
   std::vector<float> acc_, tmp_;
+  std::vector<const void*> sources_;
+  std::vector<std::byte> staging_;
 };
 
 }  // namespace lockstep::shm

@@ -26,7 +26,9 @@ namespace {
 constexpr const char* kDir = "/dev/shm";
 constexpr const char* kErrorPrefix = "error:";
 
-std::string segment_key(const std::string& group) { return group + "/shm/segment"; }
+std::string segment_key(const std::string& group) {
+  return group + "/shm/segment";
+}
 
 std::string mib(uint64_t bytes) {
   char text[32];
@@ -37,7 +39,8 @@ std::string mib(uint64_t bytes) {
 // "lockstep-<group>-<pid>-<token>", with the group's '/' and other odd characters as '_'.
 std::string make_name(const std::string& group) {
   std::string clean;
-  for (char c : group.substr(0, 100)) clean += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  for (char c : group.substr(0, 100))
+    clean += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   std::random_device rd;
   uint64_t token = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   char tail[48];
@@ -77,8 +80,8 @@ void sweep_stale() {
   throw ConfigError(detail::concat(
       "group '", o.group, "': the shm backend needs a shared-memory segment of ", l.total,
       " bytes (", mib(l.total), ") in ", kDir, " for ", o.size, " ranks, but only ", free_text,
-      " is free there (posix_fallocate: ", net::errno_text(error), "). Fix: free space in ",
-      kDir, " or enlarge it (docker run --shm-size=1g; mount -o remount,size=2g ", kDir,
+      " is free there (posix_fallocate: ", net::errno_text(error), "). Fix: free space in ", kDir,
+      " or enlarge it (docker run --shm-size=1g; mount -o remount,size=2g ", kDir,
       "), or use the tcp backend"));
 }
 
@@ -117,8 +120,8 @@ void* create(const SegmentOptions& o, const Layout& l, const std::string& path) 
 void* open_existing(const SegmentOptions& o, const Layout& l, const std::string& path) {
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0)
-    throw NetworkError(detail::concat("group '", o.group, "': rank ", o.rank, " cannot open ",
-                                      path, " that rank 0 created: ", net::errno_text(errno),
+    throw NetworkError(detail::concat("group '", o.group, "': rank ", o.rank, " cannot open ", path,
+                                      " that rank 0 created: ", net::errno_text(errno),
                                       " (did rank 0 fail, or do the ranks run on different "
                                       "hosts? the shm backend needs one host; use tcp otherwise)"));
   struct stat st {};
@@ -161,7 +164,9 @@ void wait_all_attached(const SegmentView& v, const SegmentOptions& o, const std:
     }
     h.attached_waiters.fetch_add(1);
     if (h.attached.load() == seen)
-      futex_wait(h.attached, seen, std::min<std::chrono::nanoseconds>(o.deadline.remaining(), std::chrono::milliseconds(100)));
+      futex_wait(h.attached, seen,
+                 std::min<std::chrono::nanoseconds>(o.deadline.remaining(),
+                                                    std::chrono::milliseconds(100)));
     h.attached_waiters.fetch_sub(1);
   }
 }
@@ -171,7 +176,9 @@ void wait_all_attached(const SegmentView& v, const SegmentOptions& o, const std:
 Segment::Segment(void* base, const Layout& layout, std::string path)
     : base_(base), view_(static_cast<std::byte*>(base), layout), path_(std::move(path)) {}
 
-Segment::~Segment() { ::munmap(base_, view_.layout().total); }
+Segment::~Segment() {
+  ::munmap(base_, view_.layout().total);
+}
 
 std::unique_ptr<Segment> Segment::attach(const SegmentOptions& o) {
   const Layout layout = layout_for(o.size);
@@ -205,7 +212,8 @@ std::unique_ptr<Segment> Segment::attach(const SegmentOptions& o) {
     futex_wake_all(v.header().attached);
   }
   wait_all_attached(v, o, path);
-  if (o.rank == 0) o.store->delete_key(key);  // every rank has read it; a later group may reuse the name
+  if (o.rank == 0)
+    o.store->delete_key(key);  // every rank has read it; a later group may reuse the name
   return segment;
 }
 

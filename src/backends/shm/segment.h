@@ -23,10 +23,10 @@ namespace lockstep::shm {
 inline constexpr const char* kSegmentPrefix = "lockstep-";
 
 struct SegmentOptions {
-  std::string group;           // the group's name (unique in the job)
+  std::string group;  // the group's name (unique in the job)
   int rank = 0;
   int size = 1;
-  Store* store = nullptr;      // where rank 0 publishes the segment name
+  Store* store = nullptr;  // where rank 0 publishes the segment name
   Deadline deadline{Clock::now()};
 };
 

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 #include <sched.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "backends/shm/futex.h"
@@ -13,30 +14,67 @@ namespace lockstep::shm {
 namespace {
 
 // Spin, then yield, then sleep (see [Waiting]); measured in docs/shm.md.
-constexpr std::chrono::nanoseconds kSpinTime{4'000};
-constexpr std::chrono::nanoseconds kYieldTime{60'000};
+// EXPERIMENT: tunable by env
+static std::chrono::nanoseconds env_ns(const char* n, long d) {
+  const char* v = getenv(n);
+  return std::chrono::nanoseconds(v ? atol(v) : d);
+}
+static const std::chrono::nanoseconds kSpinDedicated = env_ns("SHM_SPIN_NS", 20000);
+static const std::chrono::nanoseconds kYieldDedicated = env_ns("SHM_YIELD_NS", 0);
+static const std::chrono::nanoseconds kSpinShared = env_ns("SHM_SPIN2_NS", 1000);
+static const std::chrono::nanoseconds kYieldShared = env_ns("SHM_YIELD2_NS", 60000);
 
+// EXPERIMENT stats
+std::atomic<long> st_fast{0}, st_spin{0}, st_yield{0}, st_sleep{0}, st_spin_ns{0}, st_yield_ns{0};
+struct StatPrinter {
+  ~StatPrinter() {
+    if (getenv("SHM_STATS"))
+      fprintf(stderr, "waits: fast %ld spin %ld (%.1f us avg) yield %ld (%.1f us avg) sleep %ld\n",
+              st_fast.load(), st_spin.load(),
+              st_spin.load() ? st_spin_ns.load() / 1e3 / st_spin.load() : 0.0, st_yield.load(),
+              st_yield.load() ? st_yield_ns.load() / 1e3 / st_yield.load() : 0.0, st_sleep.load());
+  }
+} printer;
 template <class Reached>
-bool spin_then_yield(Reached done) {
+bool spin_then_yield(Reached done, std::chrono::nanoseconds kSpinTime,
+                     std::chrono::nanoseconds kYieldTime) {
   const auto start = Clock::now();
   for (int i = 1;; ++i) {
-    if (done()) return true;
+    if (done()) {
+      st_spin++;
+      st_spin_ns += (Clock::now() - start).count();
+      return true;
+    }
     _mm_pause();
     if (i % 32 == 0 && Clock::now() - start > kSpinTime) break;
   }
   const auto yield_start = Clock::now();
+  if (kYieldTime.count() == 0) {
+    st_sleep++;
+    return false;
+  }
   for (int i = 1;; ++i) {
-    if (done()) return true;
+    if (done()) {
+      st_yield++;
+      st_yield_ns += (Clock::now() - yield_start).count();
+      return true;
+    }
     ::sched_yield();
-    if (i % 4 == 0 && Clock::now() - yield_start > kYieldTime) return false;
+    if (i % 4 == 0 && Clock::now() - yield_start > kYieldTime) {
+      st_sleep++;
+      return false;
+    }
   }
 }
 
 std::string purpose_text(WaitFor purpose) {
   switch (purpose) {
-    case WaitFor::collective: return "its part of the collective";
-    case WaitFor::message: return "a message";
-    case WaitFor::mailbox_space: return "to take an earlier message";
+    case WaitFor::collective:
+      return "its part of the collective";
+    case WaitFor::message:
+      return "a message";
+    case WaitFor::mailbox_space:
+      return "to take an earlier message";
   }
   return "";
 }
@@ -44,14 +82,21 @@ std::string purpose_text(WaitFor purpose) {
 }  // namespace
 
 Sync::Sync(const SegmentView& segment, const Peers& peers)
-    : segment_(segment), peers_(peers), mine_(segment.control(peers.rank())) {}
+    : segment_(segment), peers_(peers), mine_(segment.control(peers.rank())) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int usable = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  oversubscribed_ = segment.size() > usable;
+}
 
 void Sync::advance(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& waiters) {
   word.fetch_add(1);  // a full barrier: the data before it, and the waiters load after it
   if (waiters.load() != 0) futex_wake_all(word);
 }
 
-void Sync::bump() { advance(mine_.step, mine_.step_waiters); }
+void Sync::bump() {
+  advance(mine_.step, mine_.step_waiters);
+}
 
 void Sync::wait_step(int peer, uint32_t target, const Op& op) const {
   RankControl& c = segment_.control(peer);
@@ -66,7 +111,13 @@ void Sync::wait_all(uint32_t target, const Op& op) const {
 void Sync::wait_word(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& waiters,
                      uint32_t target, int peer, const Op& op, WaitFor purpose) const {
   auto done = [&] { return reached(word.load(std::memory_order_acquire), target); };
-  if (done() || spin_then_yield(done)) return;
+  if (done()) {
+    st_fast++;
+    return;
+  }
+  if (spin_then_yield(done, oversubscribed_ ? kSpinShared : kSpinDedicated,
+                      oversubscribed_ ? kYieldShared : kYieldDedicated))
+    return;
   auto& futex_word = const_cast<std::atomic<uint32_t>&>(word);
   auto next_poll = Clock::now() + kHealthSlice;
   for (;;) {
@@ -102,19 +153,21 @@ void Sync::check_health(int peer, const Op& op, WaitFor purpose, Clock::time_poi
     throw NetworkError(detail::concat(
         op.name(), ": ", peers_.describe(*dead), " died while rank ", me,
         " waited in this op: its process ended without leaving the group (it crashed, exited or "
-        "was killed; a SIGKILL is often the out-of-memory killer). Check rank ", *dead,
-        "'s output for its error"));
+        "was killed; a SIGKILL is often the out-of-memory killer). Check rank ",
+        *dead, "'s output for its error"));
   if (peers_.departed(peer) && !arrived())
-    throw NetworkError(detail::concat(
-        peers_.describe(peer), " shut down its process group while rank ", me, " waits in ",
-        op.name(), " (ranks called different numbers of collectives?). Fix: every rank must "
-        "issue the same collectives before destroying the group"));
+    throw NetworkError(
+        detail::concat(peers_.describe(peer), " shut down its process group while rank ", me,
+                       " waits in ", op.name(),
+                       " (ranks called different numbers of collectives?). Fix: every rank must "
+                       "issue the same collectives before destroying the group"));
   if (Clock::now() >= deadline)
-    throw TimeoutError(detail::concat(
-        op.name(), ": the op's deadline passed while rank ", me, " waited for ",
-        peers_.describe(peer), " to do ", purpose_text(purpose), "; ", peers_.last_op_of(peer),
-        ". Fix: find what rank ", peer, " is doing (stuck, slow, or skipping this op), or raise "
-        "the timeout (LOCKSTEP_TIMEOUT or the op's timeout option)"));
+    throw TimeoutError(detail::concat(op.name(), ": the op's deadline passed while rank ", me,
+                                      " waited for ", peers_.describe(peer), " to do ",
+                                      purpose_text(purpose), "; ", peers_.last_op_of(peer),
+                                      ". Fix: find what rank ", peer,
+                                      " is doing (stuck, slow, or skipping this op), or raise "
+                                      "the timeout (LOCKSTEP_TIMEOUT or the op's timeout option)"));
 }
 
 void Sync::publish_abort(ErrorClass error_class, const std::string& reason) const {

@@ -27,7 +27,9 @@ namespace lockstep::shm {
 inline constexpr std::chrono::milliseconds kHealthSlice{100};
 
 // Whether counter value v has reached target (wrap-safe).
-inline bool reached(uint32_t v, uint32_t target) { return static_cast<int32_t>(v - target) >= 0; }
+inline bool reached(uint32_t v, uint32_t target) {
+  return static_cast<int32_t>(v - target) >= 0;
+}
 
 // What a wait is for, so that a timeout says what was missing.
 enum class WaitFor { collective, message, mailbox_space };
@@ -45,8 +47,8 @@ class Sync {
   // Waits until every other rank's step reaches target.
   void wait_all(uint32_t target, const Op& op) const;
   // Waits until word reaches target; peer is the rank that advances it.
-  void wait_word(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& waiters,
-                 uint32_t target, int peer, const Op& op, WaitFor purpose) const;
+  void wait_word(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& waiters, uint32_t target,
+                 int peer, const Op& op, WaitFor purpose) const;
   // Advances a counter that peer(s) wait on, waking them if any sleeps.
   static void advance(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& waiters);
 
@@ -71,6 +73,7 @@ class Sync {
   SegmentView segment_;
   const Peers& peers_;
   RankControl& mine_;
+  bool oversubscribed_ = false;  // more ranks than this process may use cores
 };
 
 }  // namespace lockstep::shm

@@ -3,7 +3,6 @@
 #include "backends/tcp/backend.h"
 
 #include "algorithms/algorithms.h"
-#include "algorithms/ring.h"
 #include "backends/tcp/mesh.h"
 #include "backends/tcp/peer_errors.h"
 #include "backends/tcp/tcp_transport.h"
@@ -29,14 +28,14 @@ class TcpBackend final : public Backend {
                                .store = config.store,
                                .advertise_address = config.advertise_address,
                                .hostname = host,
-                               .socket_buffer_bytes = static_cast<int>(exp_env("LOCKSTEP_EXP_BUF", kSocketBufferBytes)),
+                               .socket_buffer_bytes = kSocketBufferBytes,
                                .deadline = Deadline::after(config.timeout)});
-    transport_ = std::make_unique<TcpTransport>(std::move(conns),
-                                                TransportIdentity{.group = config.name,
-                                                                  .rank = config.rank,
-                                                                  .size = config.size,
-                                                                  .hostname = host,
-                                                                  .store = config.store});
+    transport_ =
+        std::make_unique<TcpTransport>(std::move(conns), TransportIdentity{.group = config.name,
+                                                                           .rank = config.rank,
+                                                                           .size = config.size,
+                                                                           .hostname = host,
+                                                                           .store = config.store});
   }
 
   const std::string& name() const override { return name_; }

@@ -21,7 +21,9 @@ constexpr size_t kMaxControlBytes = 64 * 1024;  // an abort reason longer than t
 constexpr size_t kSmallPayloadBytes = 16 * 1024;
 constexpr size_t kInboxBytes = 64 * 1024;
 
-bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
+bool would_block(int e) {
+  return e == EAGAIN || e == EWOULDBLOCK;
+}
 
 }  // namespace
 
@@ -45,7 +47,8 @@ ssize_t Connection::fill_inbox(size_t max_bytes) {
     std::memmove(inbox_.data(), inbox_.data() + inbox_begin_, inbox_size());
     inbox_end_ -= inbox_begin_;
     inbox_begin_ = 0;
-    if (inbox_end_ + max_bytes > inbox_.size()) inbox_.resize(std::max(kInboxBytes, inbox_end_ + max_bytes));
+    if (inbox_end_ + max_bytes > inbox_.size())
+      inbox_.resize(std::max(kInboxBytes, inbox_end_ + max_bytes));
   }
   for (;;) {
     ssize_t r = ::recv(fd_.get(), inbox_.data() + inbox_end_, max_bytes, MSG_DONTWAIT);
@@ -282,7 +285,8 @@ PeerEvent Connection::scan_inbox() {
   return e;
 }
 
-bool Connection::try_send_control(FrameType frame, ErrorClass error_class, const std::string& text) {
+bool Connection::try_send_control(FrameType frame, ErrorClass error_class,
+                                  const std::string& text) {
   if (!fd_.valid() || (!sends_.empty() && sends_.front().sent != 0)) return false;
   std::string payload;
   if (frame == FrameType::abort) {

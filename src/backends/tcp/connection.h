@@ -9,13 +9,13 @@
 // Thread-safety: none; owned and driven by one TcpTransport on the progress thread.
 #pragma once
 
+#include <sys/types.h>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <optional>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 #include "algorithms/message_header.h"
@@ -35,10 +35,10 @@ struct PeerInfo {
 struct PeerEvent {
   enum Kind { closed, reset, aborted, goodbye, garbage } kind = closed;
   int peer = -1;
-  int error = 0;                            // errno for reset
+  int error = 0;                               // errno for reset
   ErrorClass error_class = ErrorClass::other;  // aborted: the class of the peer's error
-  std::string text;                         // aborted: the peer's reason; garbage: what was seen
-  bool mid_message = false;                 // closed: the stream ended inside a message
+  std::string text;                            // aborted: the peer's reason; garbage: what was seen
+  bool mid_message = false;                    // closed: the stream ended inside a message
 };
 
 class Connection {
@@ -57,6 +57,8 @@ class Connection {
   bool has_recvs() const { return !recvs_.empty(); }
   // Whether the incoming stream is between frames (no payload half read).
   bool at_frame_boundary() const { return !in_payload_; }
+  // Whether bytes already read from the socket wait to be consumed (poll would not report them).
+  bool has_buffered_input() const { return inbox_end_ > inbox_begin_; }
   size_t pending_recvs() const { return recvs_.size(); }
   size_t pending_sends() const { return sends_.size(); }
 

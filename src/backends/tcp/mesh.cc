@@ -1,5 +1,6 @@
 #include "backends/tcp/mesh.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -59,6 +60,14 @@ std::string hello_problem(const Hello& h, const MeshOptions& o) {
   return "";
 }
 
+void force_buffers(int fd) {  // EXPERIMENT
+  const char* v = getenv("LOCKSTEP_EXP_FORCE");
+  if (!v) return;
+  int b = atoi(v);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &b, sizeof b);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &b, sizeof b);
+}
+
 struct Address {
   std::string host;
   uint16_t port = 0;
@@ -71,8 +80,8 @@ Address parse_record(const std::string& record, int rank) {
   size_t bar = record.find('|');
   std::string hostport = record.substr(0, bar);
   size_t colon = hostport.rfind(':');
-  LOCKSTEP_ENFORCE(colon != std::string::npos && bar != std::string::npos, NetworkError,
-                   "rank ", rank, " published a malformed address '", record,
+  LOCKSTEP_ENFORCE(colon != std::string::npos && bar != std::string::npos, NetworkError, "rank ",
+                   rank, " published a malformed address '", record,
                    "' (another program using the same store keys?)");
   a.host = hostport.substr(0, colon);
   if (a.host.size() > 2 && a.host.front() == '[') a.host = a.host.substr(1, a.host.size() - 2);
@@ -114,6 +123,7 @@ Pending start_connect(const MeshOptions& o, int rank) {
   Pending p{.address = lookup(o, rank)};
   p.fd = net::connect_tcp(p.address.host, p.address.port, o.deadline, true);
   net::tune_tcp(p.fd.get(), o.socket_buffer_bytes);
+  force_buffers(p.fd.get());
   Hello h = my_hello(o);
   net::write_full(p.fd.get(), &h, sizeof(h), o.deadline,
                   detail::concat("rank ", rank, " at ", p.address.info.address));
@@ -132,8 +142,7 @@ std::unique_ptr<Connection> finish_connect(const MeshOptions& o, Pending p) {
                                       "). Do all ranks run the same lockstep version and group?"));
   }
   std::string problem = hello_problem(h, o);
-  if (problem.empty() && h.rank != info.rank)
-    problem = detail::concat("answered as rank ", h.rank);
+  if (problem.empty() && h.rank != info.rank) problem = detail::concat("answered as rank ", h.rank);
   LOCKSTEP_ENFORCE(problem.empty(), NetworkError, "group '", o.group, "' rank ", o.rank, ": ", what,
                    " is ", problem, ". Is another job using the same store?");
   PeerInfo peer = info;
@@ -151,7 +160,8 @@ std::string missing_ranks(const std::vector<std::unique_ptr<Connection>>& conns,
 
 // Reads one hello from a fresh connection; on any problem logs it, drops the connection and
 // returns nothing (so that junk never breaks setup).
-std::optional<Hello> accept_one(const MeshOptions& o, net::Fd& fd, std::vector<std::unique_ptr<Connection>>& conns) {
+std::optional<Hello> accept_one(const MeshOptions& o, net::Fd& fd,
+                                std::vector<std::unique_ptr<Connection>>& conns) {
   std::string from = net::peer_address(fd.get());
   Hello h;
   try {
@@ -191,6 +201,7 @@ void accept_higher(const MeshOptions& o, int listen_fd,
     if (!hello) continue;
     int rank = hello->rank;
     net::tune_tcp(fd.get(), o.socket_buffer_bytes);
+    force_buffers(fd.get());
     Hello reply = my_hello(o);
     net::write_full(fd.get(), &reply, sizeof(reply), o.deadline, "rank " + std::to_string(rank));
     Address a = lookup(o, rank);

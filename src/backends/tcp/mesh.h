@@ -19,7 +19,7 @@
 namespace lockstep {
 
 struct MeshOptions {
-  std::string group;              // the group's name: scopes the store keys, hashed into hellos
+  std::string group;  // the group's name: scopes the store keys, hashed into hellos
   int rank = 0;
   int size = 1;
   std::shared_ptr<Store> store;

@@ -5,7 +5,9 @@
 
 namespace lockstep {
 
-std::string abort_key(const std::string& group) { return group + "/abort"; }
+std::string abort_key(const std::string& group) {
+  return group + "/abort";
+}
 
 void write_abort_note(Store& store, const std::string& group, int rank, const std::string& host,
                       const std::string& reason) {
@@ -28,9 +30,12 @@ std::optional<std::string> read_abort_note(Store& store, const std::string& grou
 
 void throw_as(ErrorClass error_class, const std::string& message) {
   switch (error_class) {
-    case ErrorClass::mismatch: throw MismatchError(message);
-    case ErrorClass::timeout: throw TimeoutError(message);
-    default: throw NetworkError(message);
+    case ErrorClass::mismatch:
+      throw MismatchError(message);
+    case ErrorClass::timeout:
+      throw TimeoutError(message);
+    default:
+      throw NetworkError(message);
   }
 }
 
@@ -63,7 +68,8 @@ std::string lost_text(const PeerFailure& f, const PeerEvent& e) {
 void throw_peer_failure(const PeerFailure& f, const PeerEvent& e) {
   switch (e.kind) {
     case PeerEvent::closed:
-    case PeerEvent::reset: throw NetworkError(lost_text(f, e));
+    case PeerEvent::reset:
+      throw NetworkError(lost_text(f, e));
     case PeerEvent::aborted:
       throw_as(e.error_class,
                detail::concat(f.peer, " aborted ", f.op_name, ": ",

@@ -22,9 +22,9 @@ std::optional<std::string> read_abort_note(Store& store, const std::string& grou
                                            std::chrono::milliseconds wait);
 
 struct PeerFailure {
-  std::string op_name;   // "all_reduce #12"
-  int rank = 0;          // this rank
-  std::string peer;      // "rank 1 (host h, pid 123)"
+  std::string op_name;  // "all_reduce #12"
+  int rank = 0;         // this rank
+  std::string peer;     // "rank 1 (host h, pid 123)"
   int peer_rank = -1;
   std::optional<std::string> abort_note;  // for closed / reset
 };

@@ -34,7 +34,9 @@ void TcpTransport::end_op() {
   outstanding_ = 0;
 }
 
-std::string TcpTransport::op_name() const { return op_ ? op_->name() : "setup"; }
+std::string TcpTransport::op_name() const {
+  return op_ ? op_->name() : "setup";
+}
 
 std::string TcpTransport::peer_text(const PeerInfo& p) const {
   std::string s = detail::concat("rank ", p.rank, " (host ", p.host);
@@ -44,8 +46,8 @@ std::string TcpTransport::peer_text(const PeerInfo& p) const {
 
 Connection& TcpTransport::conn(int peer, const char* what) {
   if (peer < 0 || peer >= id_.size || peer == id_.rank || !conns_[static_cast<size_t>(peer)])
-    throw InvalidArgument(detail::concat(op_name(), ": ", what, " to/from rank ", peer,
-                                         " on rank ", id_.rank, " (group of ", id_.size, ")"));
+    throw InvalidArgument(detail::concat(op_name(), ": ", what, " to/from rank ", peer, " on rank ",
+                                         id_.rank, " (group of ", id_.size, ")"));
   return *conns_[static_cast<size_t>(peer)];
 }
 
@@ -105,25 +107,31 @@ void TcpTransport::check_header(const Connection& c, const MessageHeader& got,
     throw MismatchError(*text);
 }
 
-// Peers that closed after their goodbye: receives read the bytes they left behind, sends fail.
-void TcpTransport::pump_stashed() {
+// Receives whose bytes need no poll: read ahead into a connection's inbox, or left behind by a
+// peer that closed after its goodbye (then its sends fail). Returns whether anything completed.
+bool TcpTransport::pump_buffered() {
+  const size_t before = outstanding_;
   for (auto& c : conns_) {
-    if (!c || c->open() || (!c->has_recvs() && !c->has_sends())) continue;
+    if (!c) continue;
+    const bool closed = !c->open();
+    if (!(c->has_recvs() && (c->has_buffered_input() || closed)) && !(closed && c->has_sends()))
+      continue;
     done_.clear();
     try {
       if (c->has_recvs())
         c->pump_recv(done_, [&](const MessageHeader& h, uint64_t n) { check_header(*c, h, n); });
-      if (c->has_sends()) c->pump_send(done_);
+      if (closed && c->has_sends()) c->pump_send(done_);
     } catch (const PeerEvent& e) {
       fail(*c, e);
     }
     complete(done_);
   }
+  return outstanding_ != before;
 }
 
 void TcpTransport::progress() {
   if (op_ && op_->deadline.expired()) fail_timeout();
-  pump_stashed();
+  if (pump_buffered()) return;
   pollfds_.clear();
   polled_.clear();
   for (auto& c : conns_) {
@@ -134,8 +142,9 @@ void TcpTransport::progress() {
     pollfds_.push_back({c->fd(), events, 0});
     polled_.push_back(c.get());
   }
-  int timeout = op_ ? op_->deadline.poll_ms() : 1000;
-  int rc = ::poll(pollfds_.data(), pollfds_.size(), timeout);
+  // Blocks at once: spinning first (poll with no timeout for ~20-200 us) measured no better on
+  // loopback and takes the core from the peer when ranks outnumber cores.
+  int rc = ::poll(pollfds_.data(), pollfds_.size(), op_ ? op_->deadline.poll_ms() : 1000);
   if (rc < 0) {
     if (errno == EINTR) return;
     throw NetworkError(op_name() + ": poll failed: " + net::errno_text(errno));
@@ -237,7 +246,8 @@ void TcpTransport::goodbye(Deadline deadline) {
     for (Connection* c : reading)
       if (c->open()) pollfds_.push_back({c->fd(), POLLIN, 0});
     for (Connection* c : writing) pollfds_.push_back({c->fd(), POLLOUT, 0});
-    if (::poll(pollfds_.data(), pollfds_.size(), deadline.poll_ms(100)) < 0 && errno != EINTR) break;
+    if (::poll(pollfds_.data(), pollfds_.size(), deadline.poll_ms(100)) < 0 && errno != EINTR)
+      break;
   }
   for (auto& c : conns_)
     if (c) c->close();

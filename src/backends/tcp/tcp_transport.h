@@ -64,7 +64,7 @@ class TcpTransport final : public Transport {
 
  private:
   void progress();
-  void pump_stashed();
+  bool pump_buffered();
   void service(Connection& c, short revents);
   void on_close_event(Connection& c, const PeerEvent& e);
   void complete(const std::vector<Request>& ids);
@@ -79,10 +79,10 @@ class TcpTransport final : public Transport {
   TransportIdentity id_;
   const Op* op_ = nullptr;
   Clock::time_point op_started_{};
-  MessageHeader expected_{};         // data_header(*op_, 0)
-  std::vector<uint8_t> finished_;    // per request id of the current op
+  MessageHeader expected_{};       // data_header(*op_, 0)
+  std::vector<uint8_t> finished_;  // per request id of the current op
   size_t outstanding_ = 0;
-  std::vector<Request> done_;        // scratch for pump calls
+  std::vector<Request> done_;  // scratch for pump calls
   std::vector<pollfd> pollfds_;
   std::vector<Connection*> polled_;
 };

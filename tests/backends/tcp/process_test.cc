@@ -54,7 +54,10 @@ class Job {
                                  {"LOCKSTEP_RESTART_COUNT", std::nullopt},
                                  {"LOCKSTEP_TIMEOUT", "300"}});
   }
-  TcpStore store() { return TcpStore({.host = "127.0.0.1", .port = server_.port(), .timeout = std::chrono::seconds(60)}); }
+  TcpStore store() {
+    return TcpStore(
+        {.host = "127.0.0.1", .port = server_.port(), .timeout = std::chrono::seconds(60)});
+  }
   Child& child(int r) { return children_[static_cast<size_t>(r)]; }
   ProcessResult wait(int r) { return child(r).wait(std::chrono::seconds(90)); }
 
@@ -141,7 +144,8 @@ TEST(TcpProcesses, CollectivesRoundTripAcrossThreeProcesses) {
   for (int r = 0; r < 3; ++r) {
     auto result = job.wait(r);
     EXPECT_EQ(result.exit_code, 0) << result.output;
-    EXPECT_TRUE(contains(result.output, "ROUND TRIP OK rank " + std::to_string(r))) << result.output;
+    EXPECT_TRUE(contains(result.output, "ROUND TRIP OK rank " + std::to_string(r)))
+        << result.output;
   }
 }
 

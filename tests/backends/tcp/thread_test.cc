@@ -24,11 +24,17 @@ bool contains(const std::string& text, const std::string& part) {
 
 GroupConfig config_for(const std::string& name, int rank, int size, std::shared_ptr<Store> store,
                        std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
-  return {.name = name, .rank = rank, .size = size, .store = std::move(store),
-          .timeout = timeout, .advertise_address = "127.0.0.1", .hostname = "host" + std::to_string(rank)};
+  return {.name = name,
+          .rank = rank,
+          .size = size,
+          .store = std::move(store),
+          .timeout = timeout,
+          .advertise_address = "127.0.0.1",
+          .hostname = "host" + std::to_string(rank)};
 }
 
-Op sum_op(uint64_t seq, std::vector<float>& data, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+Op sum_op(uint64_t seq, std::vector<float>& data,
+          std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
   Op op;
   op.kind = OpKind::all_reduce;
   op.seq = seq;
@@ -81,16 +87,21 @@ TEST(TcpThreads, JunkConnectionsDuringSetupAreDroppedAndTheGroupWorks) {
 TEST(TcpThreads, RankThatFinishesFirstIsNotMistakenForADeadRank) {
   auto store = std::make_shared<HashStore>();
   spawn(3, [&](int rank) {
-    auto pg = init_process_group({.rank = rank, .world_size = 3, .store = store,
-                                  .timeout = std::chrono::seconds(30), .group_name = "early"});
+    auto pg = init_process_group({.rank = rank,
+                                  .world_size = 3,
+                                  .store = store,
+                                  .timeout = std::chrono::seconds(30),
+                                  .group_name = "early"});
     std::vector<float> x(1000, 1.0f);
     pg->all_reduce(view(x))->wait();
     if (rank == 0) return;  // destroys the group: goodbye, linger
     const int peer = rank == 1 ? 2 : 1;
     for (int i = 0; i < 20; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      if (rank == 1) pg->send(view(x), peer)->wait();
-      else pg->recv(view(x), peer)->wait();
+      if (rank == 1)
+        pg->send(view(x), peer)->wait();
+      else
+        pg->recv(view(x), peer)->wait();
     }
   });
 }
@@ -99,8 +110,11 @@ TEST(TcpThreads, RankThatLeavesWhileOthersNeedItIsNamed) {
   auto store = std::make_shared<HashStore>();
   std::string error;
   spawn(2, [&](int rank) {
-    auto pg = init_process_group({.rank = rank, .world_size = 2, .store = store,
-                                  .timeout = std::chrono::seconds(30), .group_name = "leaver"});
+    auto pg = init_process_group({.rank = rank,
+                                  .world_size = 2,
+                                  .store = store,
+                                  .timeout = std::chrono::seconds(30),
+                                  .group_name = "leaver"});
     std::vector<float> x(1000, 1.0f);
     pg->all_reduce(view(x))->wait();
     if (rank == 0) return;  // skips the second all_reduce
@@ -153,7 +167,8 @@ TEST(TcpThreads, MismatchOnOneRankReachesAThirdRankAsAnAbort) {
       errors[static_cast<size_t>(rank)] = e.what();
     }
   });
-  EXPECT_TRUE(contains(errors[0], "recv #0 from rank 1: rank 1 sent 128 bytes, rank 0 expected 192"))
+  EXPECT_TRUE(
+      contains(errors[0], "recv #0 from rank 1: rank 1 sent 128 bytes, rank 0 expected 192"))
       << errors[0];
   EXPECT_TRUE(contains(errors[1], "rank 0 sent 256 bytes, rank 1 expected 192")) << errors[1];
   // Rank 2 watches every peer: it learns the root cause from whichever abort frame comes first.

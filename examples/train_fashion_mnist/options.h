@@ -1,0 +1,32 @@
+// Command-line options of train_fashion_mnist (plain C++: no LibTorch here, so it compiles fast).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace train_fashion_mnist {
+
+struct Options {
+  int epochs = 3;
+  size_t batch_size = 64;  // per rank
+  double lr = 0.05;
+  double momentum = 0.9;
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string checkpoint_dir = "checkpoints";
+  bool resume = false;
+  size_t subset = 0;     // 0: the whole training set
+  size_t max_steps = 0;  // per epoch; 0: the whole epoch (for benchmarks)
+  int threads = 1;       // intra-op threads per rank
+  uint64_t seed = 0;
+  std::string backend = "auto";
+  bool help = false;
+};
+
+// Parses argv (argv[0] is the program). Throws std::invalid_argument naming the bad option.
+Options parse_options(int argc, char** argv);
+
+// The --help text.
+std::string usage_text();
+
+}  // namespace train_fashion_mnist

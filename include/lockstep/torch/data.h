@@ -1,0 +1,227 @@
+// Distributed data loading for LibTorch: IDX files (MNIST, Fashion-MNIST), a Fashion-MNIST dataset,
+// and a sampler that gives every rank its own shard of each epoch.
+//
+// [Sharding] DistributedSampler follows PyTorch's torch.utils.data.DistributedSampler:
+//   1. The epoch's order is a permutation of [0, N) drawn from a generator seeded with
+//      seed + epoch (identical on every rank), or [0, N) itself without shuffling.
+//   2. Without drop_last the order is padded with its own first elements up to W * ceil(N / W);
+//      with drop_last it is cut to W * floor(N / W).
+//   3. Rank r takes every W-th element starting at r (interleaved shards).
+// So the shards of one epoch are disjoint (up to the padding) and cover the dataset, and every rank
+// gets the same number of samples, hence the same number of batches: no rank waits in a collective
+// for a step another rank never takes. The shuffle is torch::randperm on a CPU generator, the same
+// permutation PyTorch's sampler draws for the same seed and epoch.
+//
+// [Epochs] The loader advances the epoch itself: each begin() of a DistributedDataLoader (each
+// reset() of the sampler) starts the next epoch. There is no set_epoch() to forget; a resumed job
+// passes the epoch to start from as first_epoch.
+//
+// LibTorch's own torch::data::samplers::DistributedRandomSampler does not serve: it cuts the
+// permutation into contiguous blocks, seeds with the epoch alone (no seed) and needs set_epoch().
+#pragma once
+
+#include <torch/data.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/core/error.h"
+#include "lockstep/group/options.h"
+#include "lockstep/group/process_group.h"
+
+namespace lockstep::torch {
+
+// ---------------------------------------------------------------------------------------------
+// IDX files
+// ---------------------------------------------------------------------------------------------
+
+// The magic numbers of the unsigned-byte IDX files MNIST-like datasets ship.
+inline constexpr uint32_t kIdxLabelsMagic = 0x00000801;  // 1 dimension (N)
+inline constexpr uint32_t kIdxImagesMagic = 0x00000803;  // 3 dimensions (N, rows, cols)
+
+struct IdxReadOptions {
+  // The magic number the file must start with; 0 accepts any unsigned-byte IDX file.
+  uint32_t expected_magic = 0;
+};
+
+// Reads an IDX file of unsigned bytes, gzip-compressed or not (zlib detects which), into a uint8
+// tensor of the file's dimensions. Blocking file I/O; thread-safe.
+// Errors (InvalidArgument, naming the file): missing or unreadable; a gzip stream that is corrupt
+// or ends early; a magic number other than the expected one (both shown); a data section shorter
+// or longer than the dimensions say (both sizes shown).
+::torch::Tensor read_idx(const std::string& path, const IdxReadOptions& options = {});
+
+// ---------------------------------------------------------------------------------------------
+// Fashion-MNIST
+// ---------------------------------------------------------------------------------------------
+
+// Where Debian's dataset-fashion-mnist package puts the files.
+inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+enum class Split { train, test };
+
+struct FashionMnistOptions {
+  // Folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte, each with or without ".gz".
+  std::string dir = kFashionMnistDir;
+  Split split = Split::train;
+  // Keep only the first `subset` samples; 0 keeps all of them.
+  size_t subset = 0;
+};
+
+// Fashion-MNIST as a LibTorch dataset: each example is a normalized float image [1, 28, 28]
+// ((x / 255 - mean) / std, with the training set's mean and std) and an int64 label in [0, 10).
+// Reads both files at construction (about 50 MB for the training split). Copies share the tensors.
+// Errors: InvalidArgument from read_idx, or when the two files disagree about the sample count.
+class FashionMnist : public ::torch::data::datasets::Dataset<FashionMnist> {
+ public:
+  static constexpr double kMean = 0.2860;
+  static constexpr double kStd = 0.3530;
+
+  explicit FashionMnist(const FashionMnistOptions& options = {});
+
+  ::torch::data::Example<> get(size_t index) override;
+  ::torch::optional<size_t> size() const override;
+
+  // All samples at once: images [N, 1, 28, 28] float32, targets [N] int64.
+  const ::torch::Tensor& images() const { return images_; }
+  const ::torch::Tensor& targets() const { return targets_; }
+
+ private:
+  ::torch::Tensor images_;
+  ::torch::Tensor targets_;
+};
+
+// The path of one Fashion-MNIST file in dir: "<dir>/<name>.gz" if it exists, else "<dir>/<name>".
+std::string fashion_mnist_file(const std::string& dir, const std::string& name);
+
+// ---------------------------------------------------------------------------------------------
+// Sharding
+// ---------------------------------------------------------------------------------------------
+
+struct ShardSpec {
+  size_t dataset_size = 0;
+  int rank = 0;
+  int world_size = 1;
+  uint64_t seed = 0;
+  int64_t epoch = 0;
+  bool shuffle = true;
+  bool drop_last = false;
+};
+
+// The number of samples each rank gets per epoch: ceil(N / W), or floor(N / W) with drop_last.
+size_t shard_size(size_t dataset_size, int world_size, bool drop_last);
+
+// Rank spec.rank's sample indices for spec.epoch, in the order it visits them (see [Sharding]).
+// Pure and local: the same spec gives the same indices in every process.
+// Errors: InvalidArgument for a rank outside [0, world_size) or an empty dataset.
+std::vector<size_t> shard_indices(const ShardSpec& spec);
+
+struct DistributedSamplerOptions {
+  bool shuffle = true;
+  // Base of every epoch's shuffle; the same on every rank.
+  uint64_t seed = 0;
+  // false: pad with the epoch's first samples so that every rank gets ceil(N / W) samples;
+  // true: drop the epoch's last N mod W samples so that every rank gets floor(N / W).
+  bool drop_last = false;
+  // The epoch of the first pass (the first reset()); a job resumed after epoch e passes e + 1.
+  int64_t first_epoch = 0;
+  // Deadline of the dataset-size check at construction.
+  std::chrono::milliseconds timeout = kGroupTimeout;
+};
+
+// A LibTorch sampler over this rank's shard (see [Sharding] and [Epochs]).
+// Construction is collective over `group`: every rank passes its dataset size, and the sizes must
+// match. A mismatch throws MismatchError on every rank, naming each rank's size.
+// reset() starts the next epoch; next() hands out the shard in batches. Not thread-safe (the
+// DataLoader calls it from one thread). Does not keep `group`.
+class DistributedSampler : public ::torch::data::samplers::Sampler<> {
+ public:
+  DistributedSampler(size_t dataset_size, ProcessGroup& group,
+                     const DistributedSamplerOptions& options = {});
+
+  // Starts the next epoch (the first call starts options.first_epoch). A new_size other than the
+  // dataset size is an InvalidArgument: sizes are checked across ranks only at construction.
+  void reset(::torch::optional<size_t> new_size = ::torch::nullopt) override;
+  // Up to batch_size indices of the current epoch's shard; nullopt when it is used up.
+  ::torch::optional<std::vector<size_t>> next(size_t batch_size) override;
+  // Saves / restores the epoch and the position in it.
+  void save(::torch::serialize::OutputArchive& archive) const override;
+  void load(::torch::serialize::InputArchive& archive) override;
+
+  // The epoch of the pass in progress; first_epoch - 1 before the first reset().
+  int64_t epoch() const { return *epoch_; }
+  // Shared view of epoch(), valid after the sampler moved into a DataLoader.
+  std::shared_ptr<const int64_t> epoch_counter() const { return epoch_; }
+  // Samples this rank gets per epoch (the same on every rank).
+  size_t samples_per_epoch() const {
+    return shard_size(spec_.dataset_size, spec_.world_size, spec_.drop_last);
+  }
+
+ private:
+  ShardSpec spec_;
+  std::shared_ptr<int64_t> epoch_;
+  std::vector<size_t> indices_;
+  size_t position_ = 0;
+};
+
+// Checks that `local_size` is the same on every rank of `group` (collective, one all_gather).
+// Throws MismatchError naming each rank's size, prefixed by `what` (e.g. "dataset size").
+void check_same_size_across_ranks(ProcessGroup& group, size_t local_size, const std::string& what,
+                                  std::chrono::milliseconds timeout = kGroupTimeout);
+
+// ---------------------------------------------------------------------------------------------
+// The loader
+// ---------------------------------------------------------------------------------------------
+
+struct DistributedLoaderOptions {
+  size_t batch_size = 64;  // per rank
+  // Worker threads that prepare batches ahead; 0 prepares them on the calling thread.
+  size_t workers = 0;
+  DistributedSamplerOptions sampler;
+};
+
+// A LibTorch data loader over this rank's shard of `dataset`, e.g.
+//   DistributedDataLoader loader(FashionMnist().map(torch::data::transforms::Stack<>()), *pg);
+//   for (int e = 0; e < epochs; ++e)
+//     for (auto& batch : loader) { ... }   // each `for` is one epoch, reshuffled
+// Construction is collective (the dataset-size check). Every rank yields the same number of
+// batches per epoch. Not thread-safe; one pass at a time.
+template <class Dataset>
+class DistributedDataLoader {
+ public:
+  using Loader = ::torch::data::StatelessDataLoader<Dataset, DistributedSampler>;
+
+  DistributedDataLoader(Dataset dataset, ProcessGroup& group,
+                        const DistributedLoaderOptions& options = {})
+      : batch_size_(options.batch_size) {
+    const auto size = dataset.size();
+    if (!size.has_value()) throw InvalidArgument("DistributedDataLoader: the dataset has no size");
+    DistributedSampler sampler(*size, group, options.sampler);
+    epoch_ = sampler.epoch_counter();
+    samples_per_epoch_ = sampler.samples_per_epoch();
+    loader_ = std::make_unique<Loader>(
+        std::move(dataset), std::move(sampler),
+        ::torch::data::DataLoaderOptions().batch_size(options.batch_size).workers(options.workers));
+  }
+
+  // Starts the next epoch and returns an iterator to its first batch.
+  auto begin() { return loader_->begin(); }
+  auto end() { return loader_->end(); }
+
+  // The epoch of the pass in progress (first_epoch - 1 before the first begin()).
+  int64_t epoch() const { return *epoch_; }
+  size_t samples_per_epoch() const { return samples_per_epoch_; }
+  size_t batches_per_epoch() const { return (samples_per_epoch_ + batch_size_ - 1) / batch_size_; }
+
+ private:
+  size_t batch_size_;
+  size_t samples_per_epoch_ = 0;
+  std::shared_ptr<const int64_t> epoch_;
+  std::unique_ptr<Loader> loader_;
+};
+
+}  // namespace lockstep::torch

@@ -1,0 +1,106 @@
+#include "ddp/comm_hook.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/convert16.h"
+#include "lockstep/core/error.h"
+
+namespace lockstep::ddp {
+
+namespace {
+
+// Scratch memory of a compress hook: the 16-bit wire copy of each bucket (and an f32 staging
+// copy for f64 buckets).
+struct CompressScratch {
+  std::mutex mu;
+  std::map<size_t, std::vector<uint16_t>> wire;
+  std::map<size_t, std::vector<float>> staging;
+};
+
+void narrow(DType wire, uint16_t* dst, const float* src, size_t count) {
+  if (wire == DType::f16) {
+    detail::narrow_f16(dst, src, count);
+  } else {
+    detail::narrow_bf16(dst, src, count);
+  }
+}
+
+void widen(DType wire, float* dst, const uint16_t* src, size_t count) {
+  if (wire == DType::f16) {
+    detail::widen_f16(dst, src, count);
+  } else {
+    detail::widen_bf16(dst, src, count);
+  }
+}
+
+// The bucket as floats, scaled by `scale`: the bucket itself (f32) or the staging copy (f64).
+float* as_scaled_floats(const BufferView& b, float scale, std::vector<float>& staging) {
+  if (b.dtype == DType::f32) {
+    auto* f = static_cast<float*>(b.data);
+    if (scale != 1.0f) {
+      for (size_t i = 0; i < b.count; ++i) f[i] *= scale;
+    }
+    return f;
+  }
+  const auto* d = static_cast<const double*>(b.data);
+  staging.resize(b.count);
+  for (size_t i = 0; i < b.count; ++i) staging[i] = static_cast<float>(d[i] * scale);
+  return staging.data();
+}
+
+// Widens the reduced wire copy back into the bucket.
+void unpack(const BufferView& b, DType wire, const std::vector<uint16_t>& packed,
+            std::vector<float>& staging) {
+  if (b.dtype == DType::f32) {
+    widen(wire, static_cast<float*>(b.data), packed.data(), b.count);
+    return;
+  }
+  staging.resize(b.count);
+  widen(wire, staging.data(), packed.data(), b.count);
+  auto* d = static_cast<double*>(b.data);
+  for (size_t i = 0; i < b.count; ++i) d[i] = staging[i];
+}
+
+}  // namespace
+
+BucketHook average_hook(std::chrono::milliseconds timeout) {
+  return [timeout](ProcessGroup& group, const BucketRef& bucket) {
+    return PendingReduction{group.all_reduce(bucket.buffer, {.op = ReduceOp::avg, .timeout = timeout}),
+                            {}};
+  };
+}
+
+BucketHook compress_hook(const CompressHookOptions& options) {
+  LOCKSTEP_ENFORCE(options.wire == DType::f16 || options.wire == DType::bf16, InvalidArgument,
+                   "DDP compress hook: the wire dtype must be f16 or bf16, not ",
+                   dtype_name(options.wire));
+  auto scratch = std::make_shared<CompressScratch>();
+  return [options, scratch](ProcessGroup& group, const BucketRef& bucket) -> PendingReduction {
+    const BufferView& b = bucket.buffer;
+    if (b.dtype != DType::f32 && b.dtype != DType::f64) {
+      return average_hook(options.timeout)(group, bucket);
+    }
+    std::vector<uint16_t>* packed;
+    std::vector<float>* staging;
+    {
+      std::lock_guard<std::mutex> lock(scratch->mu);
+      packed = &scratch->wire[bucket.index];
+      staging = &scratch->staging[bucket.index];
+    }
+    float scale = options.divide_before_sum ? 1.0f / static_cast<float>(group.size()) : 1.0f;
+    packed->resize(b.count);
+    narrow(options.wire, packed->data(), as_scaled_floats(b, scale, *staging), b.count);
+    BufferView wire_view{packed->data(), b.count, options.wire};
+    ReduceOp op = options.divide_before_sum ? ReduceOp::sum : ReduceOp::avg;
+    WorkPtr work = group.all_reduce(wire_view, {.op = op, .timeout = options.timeout});
+    DType wire = options.wire;
+    return PendingReduction{work, [b, wire, packed, staging, scratch] {
+                              unpack(b, wire, *packed, *staging);
+                            }};
+  };
+}
+
+}  // namespace lockstep::ddp

@@ -1,0 +1,201 @@
+#include "ddp/reducer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "lockstep/core/error.h"
+#include "lockstep/core/log.h"
+
+namespace lockstep::ddp {
+
+namespace {
+
+constexpr size_t kMaxNamesInWarning = 20;
+constexpr size_t kAlignment = 64;
+
+}  // namespace
+
+Reducer::Reducer(std::vector<ParamSpec> params, ProcessGroup& group, GradientAccess& access,
+                 ReducerOptions options)
+    : params_(std::move(params)), group_(group), access_(access), options_(std::move(options)) {
+  if (!options_.hook) options_.hook = average_hook(options_.timeout);
+  allocate(assign_buckets(params_, reverse_order(params_.size()), options_.sizes));
+  ready_.assign(params_.size(), 0);
+  used_.assign(params_.size(), 0);
+}
+
+Reducer::~Reducer() {
+  std::exception_ptr ignored;
+  wait_all(ignored);
+}
+
+void Reducer::allocate(std::vector<BucketSpec> buckets) {
+  buckets_ = std::move(buckets);
+  storage_.clear();
+  bucket_of_.assign(params_.size(), 0);
+  index_in_bucket_.assign(params_.size(), 0);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    size_t bytes = std::max<size_t>(buckets_[b].bytes(), kAlignment);
+    auto* memory = static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{kAlignment}));
+    std::memset(memory, 0, bytes);
+    storage_.emplace_back(memory, [](std::byte* m) { ::operator delete[](m, std::align_val_t{kAlignment}); });
+    for (size_t i = 0; i < buckets_[b].params.size(); ++i) {
+      bucket_of_[buckets_[b].params[i]] = b;
+      index_in_bucket_[buckets_[b].params[i]] = i;
+    }
+  }
+}
+
+BufferView Reducer::slot(size_t p) {
+  const BucketSpec& bucket = buckets_[bucket_of_[p]];
+  size_t offset = bucket.offsets[index_in_bucket_[p]] * element_size(bucket.dtype);
+  return BufferView{storage_[bucket_of_[p]].get() + offset, params_[p].count, bucket.dtype};
+}
+
+void Reducer::set_hook(BucketHook hook) {
+  LOCKSTEP_ENFORCE(!in_backward_, InvalidArgument, options_.what,
+                   ": a communication hook cannot be changed during backward");
+  options_.hook = hook ? std::move(hook) : average_hook(options_.timeout);
+}
+
+void Reducer::begin_backward() {
+  if (in_backward_) {  // the previous iteration was abandoned (backward threw)
+    std::exception_ptr ignored;
+    wait_all(ignored);
+  }
+  std::fill(ready_.begin(), ready_.end(), 0);
+  std::fill(used_.begin(), used_.end(), 0);
+  pending_.resize(buckets_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].params.size();
+  next_launch_ = 0;
+  inflight_.assign(buckets_.size(), PendingReduction{});
+  arrival_.clear();
+  in_backward_ = true;
+}
+
+void Reducer::mark(size_t p, bool used) {
+  access_.read_gradient(p, slot(p));
+  ready_[p] = 1;
+  used_[p] = used ? 1 : 0;
+  if (used) arrival_.push_back(p);
+  pending_[bucket_of_[p]] -= 1;
+}
+
+void Reducer::mark_unused(std::span<const size_t> params) {
+  LOCKSTEP_ENFORCE(in_backward_, InvalidArgument, options_.what,
+                   ": mark_unused outside a backward pass (call begin_backward first)");
+  for (size_t p : params) {
+    LOCKSTEP_ENFORCE(p < params_.size(), InvalidArgument, options_.what, ": parameter index ", p,
+                     " out of range (", params_.size(), " parameters)");
+    if (!ready_[p]) mark(p, false);
+  }
+  launch_ready();
+}
+
+void Reducer::mark_ready(size_t p) {
+  LOCKSTEP_ENFORCE(p < params_.size(), InvalidArgument, options_.what, ": parameter index ", p,
+                   " out of range (", params_.size(), " parameters)");
+  LOCKSTEP_ENFORCE(in_backward_, InvalidArgument, options_.what,
+                   ": mark_ready outside a backward pass (call begin_backward first)");
+  if (!ready_[p]) {
+    mark(p, true);
+    launch_ready();
+    return;
+  }
+  const std::string& name = params_[p].name;
+  LOCKSTEP_ENFORCE(!used_[p], InvalidArgument, options_.what, ": parameter '", name,
+                   "' got a gradient twice in one backward pass on rank ", group_.rank(),
+                   ". Run one backward per forward (several losses: add them first), and use "
+                   "no_sync() to accumulate over micro-batches.");
+  LOCKSTEP_ENFORCE(bucket_of_[p] >= next_launch_, InvalidArgument, options_.what, ": parameter '",
+                   name, "' got a gradient on rank ", group_.rank(),
+                   " after it was marked unused and its bucket was sent. The graph traversal of "
+                   "find_unused_parameters did not reach it from the forward outputs: compute the "
+                   "loss from the outputs of the DDP forward, or turn find_unused_parameters off.");
+  access_.read_gradient(p, slot(p));  // its bucket is not sent yet: take the real gradient
+  used_[p] = 1;
+  arrival_.push_back(p);
+}
+
+void Reducer::launch_ready() {
+  while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) launch(next_launch_++);
+}
+
+void Reducer::launch(size_t b) {
+  const BucketSpec& spec = buckets_[b];
+  BucketRef ref{.index = b,
+                .is_last = b + 1 == buckets_.size(),
+                .buffer = BufferView{storage_[b].get(), spec.count, spec.dtype},
+                .spec = &spec,
+                .params = params_};
+  inflight_[b] = options_.hook(group_, ref);
+  stats_.buckets_launched += 1;
+  if (in_backward_) stats_.early_launched += 1;
+}
+
+void Reducer::wait_all(std::exception_ptr& first) {
+  for (size_t b = 0; b < std::min(next_launch_, inflight_.size()); ++b) {
+    try {
+      if (inflight_[b].work) inflight_[b].work->wait();
+      if (inflight_[b].finish) inflight_[b].finish();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  inflight_.clear();
+  next_launch_ = 0;
+}
+
+void Reducer::finalize() {
+  LOCKSTEP_ENFORCE(in_backward_, InvalidArgument, options_.what,
+                   ": finalize outside a backward pass (call begin_backward first)");
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (!ready_[p]) mark(p, false);
+  }
+  warn_unused();
+  in_backward_ = false;  // what launches now, launches late
+  launch_ready();
+  std::vector<uint8_t> global_used = used_;
+  WorkPtr bitmap;
+  if (group_.size() > 1 && !global_used.empty()) {
+    bitmap = group_.all_reduce(view(global_used), {.op = ReduceOp::max, .timeout = options_.timeout});
+  }
+  std::exception_ptr first;
+  wait_all(first);
+  try {
+    if (bitmap) bitmap->wait();
+  } catch (...) {
+    if (!first) first = std::current_exception();
+  }
+  if (first) std::rethrow_exception(first);
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (global_used[p]) access_.write_gradient(p, slot(p));
+  }
+  stats_.iterations += 1;
+  if (options_.rebuild_buckets && stats_.iterations == 1) rebuild();
+}
+
+void Reducer::warn_unused() {
+  std::vector<size_t> fresh;
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (!used_[p] && warned_.insert(p).second) fresh.push_back(p);
+  }
+  if (fresh.empty()) return;
+  std::ostringstream names;
+  for (size_t i = 0; i < fresh.size() && i < kMaxNamesInWarning; ++i) {
+    names << (i ? ", " : "") << "'" << params_[fresh[i]].name << "'";
+  }
+  if (fresh.size() > kMaxNamesInWarning) names << " and " << fresh.size() - kMaxNamesInWarning << " more";
+  log_warning(options_.what, ": on rank ", group_.rank(), " of group '", group_.name(), "', ",
+              fresh.size() == 1 ? "parameter " : "parameters ", names.str(),
+              " got no gradient in backward pass #", stats_.iterations + 1, ". ",
+              fresh.size() == 1 ? "It was" : "They were",
+              " reduced with this rank's current gradient (zero after zero_grad()), so the "
+              "average counts this rank as zero and no rank waits; a parameter that no rank used "
+              "keeps its gradient unchanged. ",
+              options_.unused_advice, options_.unused_advice.empty() ? "" : " ",
+              "Each parameter is named once.");
+}
+
+}  // namespace lockstep::ddp

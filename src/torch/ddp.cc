@@ -1,0 +1,391 @@
+// The LibTorch adapter of the DDP reducer (src/ddp/reducer.h): autograd hooks in, gradients
+// through GradientAccess, buffers and parameters broadcast from rank 0.
+#include "lockstep/torch/ddp.h"
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ddp/model_check.h"
+#include "ddp/reducer.h"
+#include "lockstep/core/error.h"
+#include "lockstep/core/log.h"
+#include "tensor_views.h"
+
+namespace lockstep::torch {
+
+namespace {
+
+using ::torch::autograd::Node;
+
+// ---------------------------------------------------------------------------------------------
+// [Autograd glue] Every LibTorch internal DDP relies on (written against 1.13), in one place.
+// A port to 2.x changes only this section (there, Tensor::register_post_accumulate_grad_hook
+// can replace the accumulator post hook).
+// ---------------------------------------------------------------------------------------------
+
+// Runs `fn` after a parameter's gradient accumulator has updated .grad().
+class AccumulatorHook : public ::torch::autograd::FunctionPostHook {
+ public:
+  explicit AccumulatorHook(std::function<void()> fn) : fn_(std::move(fn)) {}
+  ::torch::autograd::variable_list operator()(
+      const ::torch::autograd::variable_list& outputs,
+      const ::torch::autograd::variable_list& /*inputs*/) override {
+    fn_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
+
+// The parameter's gradient accumulator (the autograd node that writes .grad()). The tensor holds
+// it weakly: keep the returned pointer, or the node (and its hooks) vanish after each backward.
+std::shared_ptr<Node> accumulator_of(const at::Tensor& param) {
+  return ::torch::autograd::impl::grad_accumulator(param);
+}
+
+uintptr_t add_accumulator_hook(Node& accumulator, std::function<void()> fn) {
+  return accumulator.add_post_hook(std::make_unique<AccumulatorHook>(std::move(fn)));
+}
+
+void remove_accumulator_hook(Node& accumulator, uintptr_t key) { accumulator.del_post_hook(key); }
+
+// Runs `fn` once the running backward pass has finished. REQUIRES: called from a hook inside it.
+void at_end_of_backward(std::function<void()> fn) {
+  ::torch::autograd::Engine::get_default_engine().queue_callback(std::move(fn));
+}
+
+// Every node reachable from the outputs' gradient functions (and the accumulators of outputs that
+// are themselves leaves), added to `seen`.
+void reachable_nodes(const std::vector<at::Tensor>& outputs, std::unordered_set<const Node*>& seen) {
+  std::vector<std::shared_ptr<Node>> stack;
+  for (const at::Tensor& out : outputs) {
+    if (!out.defined() || !out.requires_grad()) continue;
+    if (auto fn = out.grad_fn()) {
+      stack.push_back(std::move(fn));
+    } else if (auto acc = ::torch::autograd::impl::try_get_grad_accumulator(out)) {
+      stack.push_back(std::move(acc));
+    }
+  }
+  while (!stack.empty()) {
+    std::shared_ptr<Node> node = std::move(stack.back());
+    stack.pop_back();
+    if (!seen.insert(node.get()).second) continue;
+    for (const auto& edge : node->next_edges()) {
+      if (edge.function && !seen.count(edge.function.get())) stack.push_back(edge.function);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+// Copies rank 0's tensors to every rank, one broadcast per dtype. In place, outside autograd.
+void broadcast_coalesced(ProcessGroup& group, const std::vector<at::Tensor>& tensors,
+                         std::chrono::milliseconds timeout) {
+  if (group.size() == 1 || tensors.empty()) return;
+  ::torch::NoGradGuard no_grad;
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;  // the same order on every rank
+  for (const at::Tensor& t : tensors) by_dtype[t.scalar_type()].push_back(t);
+  for (auto& [dtype, group_tensors] : by_dtype) {
+    std::vector<at::Tensor> flat_parts;
+    for (const at::Tensor& t : group_tensors) flat_parts.push_back(t.reshape({-1}));
+    at::Tensor flat = at::cat(flat_parts).contiguous();
+    group.broadcast(detail::buffer_of(flat), {.root = 0, .timeout = timeout})->wait();
+    int64_t offset = 0;
+    for (at::Tensor t : group_tensors) {
+      t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
+}
+
+ddp::ParamShape shape_of(const std::string& name, const at::Tensor& t) {
+  return {.name = name, .dtype = std::string(c10::toString(t.scalar_type())),
+          .shape = t.sizes().vec()};
+}
+
+// A torch-facing CommHook as a reducer BucketHook.
+ddp::BucketHook to_bucket_hook(CommHook hook) {
+  return [hook = std::move(hook)](ProcessGroup& group, const ddp::BucketRef& b) {
+    GradBucket bucket;
+    bucket.index = b.index;
+    bucket.is_last = b.is_last;
+    bucket.buffer = detail::tensor_of(b.buffer, {static_cast<int64_t>(b.buffer.count)});
+    for (size_t i = 0; i < b.spec->params.size(); ++i) {
+      bucket.parameter_names.push_back(b.params[b.spec->params[i]].name);
+      bucket.offsets.push_back(b.spec->offsets[i]);
+      bucket.counts.push_back(b.params[b.spec->params[i]].count);
+    }
+    HookWork work = hook(group, bucket);
+    return ddp::PendingReduction{std::move(work.work), std::move(work.finish)};
+  };
+}
+
+}  // namespace
+
+class DistributedDataParallelBase::Impl : public ddp::GradientAccess {
+ public:
+  Impl(std::shared_ptr<::torch::nn::Module> module, std::shared_ptr<ProcessGroup> group,
+       DdpOptions options);
+  ~Impl() override;
+
+  void read_gradient(size_t p, BufferView slot) override;
+  void write_gradient(size_t p, BufferView slot) override;
+  void layout_changed() override;
+
+  void pre_forward();
+  void post_forward(const std::vector<at::Tensor>& outputs);
+  void set_hook(CommHook hook);
+  DdpStats stats() const;
+  std::vector<std::vector<std::string>> layout() const;
+
+  std::shared_ptr<::torch::nn::Module> module_;
+  std::shared_ptr<ProcessGroup> group_;
+  DdpOptions options_;
+  int no_sync_depth_ = 0;
+
+ private:
+  void check_and_broadcast();
+  void install_hooks();
+  void on_gradient(size_t p);
+  void begin_backward();
+  void on_backward_end();
+
+  std::vector<std::string> names_;     // reduced parameters (requires_grad), registration order
+  std::vector<at::Tensor> params_;
+  std::vector<at::Tensor> buffers_;
+  std::vector<std::shared_ptr<Node>> accumulators_;
+  std::vector<uintptr_t> hook_keys_;
+  std::unordered_map<const Node*, size_t> param_of_accumulator_;
+  std::vector<uint8_t> grad_is_view_;
+  std::unique_ptr<ddp::Reducer> reducer_;
+
+  bool armed_ = false;             // the next backward synchronises
+  bool backward_active_ = false;   // a backward pass has reached a hook and not ended
+  bool syncing_ = false;           // the running backward synchronises
+  bool buffers_synced_ = false;    // buffers broadcast in this iteration
+  bool traversed_ = false;         // reached_ holds this iteration's traversal
+  std::unordered_set<const Node*> reached_;
+  DdpStats stats_;
+};
+
+DistributedDataParallelBase::Impl::Impl(std::shared_ptr<::torch::nn::Module> module,
+                                        std::shared_ptr<ProcessGroup> group, DdpOptions options)
+    : module_(std::move(module)), group_(std::move(group)), options_(std::move(options)) {
+  LOCKSTEP_ENFORCE(module_ && group_, InvalidArgument,
+                   "DistributedDataParallel needs a module and a process group (got null)");
+  std::vector<ddp::ParamSpec> specs;
+  for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
+    const at::Tensor& p = item.value();
+    auto dtype = detail::to_dtype(p.scalar_type());
+    LOCKSTEP_ENFORCE(p.device().is_cpu() && p.layout() == at::kStrided && p.is_contiguous(),
+                     InvalidArgument, "DistributedDataParallel: parameter '", item.key(),
+                     "' is not a dense contiguous CPU tensor (", p.device(),
+                     "); lockstep DDP reduces CPU parameters only");
+    if (!p.requires_grad()) continue;
+    LOCKSTEP_ENFORCE(dtype && is_floating(*dtype), InvalidArgument, "DistributedDataParallel: parameter '",
+                     item.key(), "' has dtype ", p.scalar_type(), "; gradients must be floating point");
+    names_.push_back(item.key());
+    params_.push_back(p);
+    specs.push_back({.name = item.key(), .count = static_cast<size_t>(p.numel()), .dtype = *dtype});
+  }
+  for (const auto& item : module_->named_buffers(/*recurse=*/true)) buffers_.push_back(item.value());
+  check_and_broadcast();
+  grad_is_view_.assign(params_.size(), 0);
+  std::string advice = options_.find_unused_parameters
+                           ? ""
+                           : "If parameters are unused by design, pass .find_unused_parameters = "
+                             "true so that their buckets need not wait for the end of backward.";
+  reducer_ = std::make_unique<ddp::Reducer>(
+      std::move(specs), *group_, *this,
+      ddp::ReducerOptions{.sizes = {.first_bucket_bytes = options_.first_bucket_bytes,
+                                    .bucket_bytes = options_.bucket_bytes},
+                          .timeout = options_.timeout,
+                          .hook = options_.comm_hook ? to_bucket_hook(options_.comm_hook) : nullptr,
+                          .unused_advice = advice});
+  install_hooks();
+}
+
+DistributedDataParallelBase::Impl::~Impl() {
+  for (size_t p = 0; p < accumulators_.size(); ++p) {
+    remove_accumulator_hook(*accumulators_[p], hook_keys_[p]);
+  }
+}
+
+void DistributedDataParallelBase::Impl::check_and_broadcast() {
+  std::vector<ddp::ParamShape> shapes;
+  std::vector<at::Tensor> all;
+  for (const auto& item : module_->named_parameters(true)) {
+    shapes.push_back(shape_of(item.key(), item.value()));
+    all.push_back(item.value());
+  }
+  for (const auto& item : module_->named_buffers(true)) {
+    shapes.push_back(shape_of(item.key(), item.value()));
+    all.push_back(item.value());
+  }
+  ddp::verify_same_parameters(*group_, shapes, "DistributedDataParallel", options_.timeout);
+  broadcast_coalesced(*group_, all, options_.timeout);
+}
+
+void DistributedDataParallelBase::Impl::install_hooks() {
+  for (size_t p = 0; p < params_.size(); ++p) {
+    accumulators_.push_back(accumulator_of(params_[p]));
+    param_of_accumulator_[accumulators_.back().get()] = p;
+    hook_keys_.push_back(add_accumulator_hook(*accumulators_.back(), [this, p] { on_gradient(p); }));
+  }
+}
+
+void DistributedDataParallelBase::Impl::pre_forward() {
+  if (backward_active_) {  // the last backward threw before its end: drop its state
+    backward_active_ = false;
+    syncing_ = false;
+  }
+  if (!::torch::autograd::GradMode::is_enabled() || no_sync_depth_ > 0) {
+    armed_ = false;
+    return;
+  }
+  armed_ = true;
+  if (options_.broadcast_buffers && !buffers_synced_ && group_->size() > 1 && !buffers_.empty()) {
+    broadcast_coalesced(*group_, buffers_, options_.timeout);
+    stats_.buffer_broadcasts += 1;
+  }
+  buffers_synced_ = true;
+}
+
+void DistributedDataParallelBase::Impl::post_forward(const std::vector<at::Tensor>& outputs) {
+  if (!armed_ || !options_.find_unused_parameters) return;
+  reachable_nodes(outputs, reached_);
+  traversed_ = true;
+}
+
+void DistributedDataParallelBase::Impl::on_gradient(size_t p) {
+  if (!backward_active_) begin_backward();
+  if (syncing_) reducer_->mark_ready(p);
+}
+
+void DistributedDataParallelBase::Impl::begin_backward() {
+  backward_active_ = true;
+  at_end_of_backward([this] { on_backward_end(); });
+  buffers_synced_ = false;  // the next forward starts a new iteration
+  syncing_ = armed_;
+  armed_ = false;
+  if (syncing_) {
+    reducer_->begin_backward();
+    if (traversed_) {
+      std::vector<size_t> unreached;
+      for (size_t q = 0; q < params_.size(); ++q) {
+        if (!reached_.count(accumulators_[q].get())) unreached.push_back(q);
+      }
+      reducer_->mark_unused(unreached);
+    }
+  }
+  reached_.clear();
+  traversed_ = false;
+}
+
+void DistributedDataParallelBase::Impl::on_backward_end() {
+  backward_active_ = false;
+  if (!syncing_) return;
+  syncing_ = false;
+  reducer_->finalize();
+  stats_.synced_backwards += 1;
+}
+
+void DistributedDataParallelBase::Impl::read_gradient(size_t p, BufferView slot) {
+  const at::Tensor& grad = params_[p].grad();
+  if (grad.defined() && grad.data_ptr() == slot.data) return;  // already the bucket view
+  at::Tensor dst = detail::tensor_of(slot, params_[p].sizes());
+  ::torch::NoGradGuard no_grad;
+  if (grad.defined()) {
+    dst.copy_(grad);
+  } else {
+    dst.zero_();
+  }
+}
+
+void DistributedDataParallelBase::Impl::write_gradient(size_t p, BufferView slot) {
+  at::Tensor& grad = params_[p].mutable_grad();
+  ::torch::NoGradGuard no_grad;
+  if (options_.gradient_as_bucket_view) {
+    if (!grad.defined() || grad.data_ptr() != slot.data) {
+      grad = detail::tensor_of(slot, params_[p].sizes(), reducer_->slot_owner(p));
+    }
+    grad_is_view_[p] = 1;
+    return;
+  }
+  at::Tensor src = detail::tensor_of(slot, params_[p].sizes());
+  if (grad.defined()) {
+    grad.copy_(src);
+  } else {
+    grad = src.clone();
+  }
+}
+
+void DistributedDataParallelBase::Impl::layout_changed() {
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (!grad_is_view_[p] || !params_[p].grad().defined()) continue;
+    params_[p].mutable_grad() =
+        detail::tensor_of(reducer_->slot(p), params_[p].sizes(), reducer_->slot_owner(p));
+  }
+}
+
+void DistributedDataParallelBase::Impl::set_hook(CommHook hook) {
+  reducer_->set_hook(hook ? to_bucket_hook(hook) : nullptr);
+  options_.comm_hook = std::move(hook);
+}
+
+DdpStats DistributedDataParallelBase::Impl::stats() const {
+  DdpStats s = stats_;
+  s.bucket_rebuilds = reducer_->stats().rebuilds;
+  s.buckets_launched = reducer_->stats().buckets_launched;
+  s.early_launched = reducer_->stats().early_launched;
+  return s;
+}
+
+std::vector<std::vector<std::string>> DistributedDataParallelBase::Impl::layout() const {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& bucket : reducer_->buckets()) {
+    out.emplace_back();
+    for (size_t p : bucket.params) out.back().push_back(names_[p]);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+DistributedDataParallelBase::DistributedDataParallelBase(
+    std::shared_ptr<::torch::nn::Module> module, std::shared_ptr<ProcessGroup> group,
+    DdpOptions options)
+    : impl_(std::make_unique<Impl>(std::move(module), std::move(group), std::move(options))) {}
+
+DistributedDataParallelBase::~DistributedDataParallelBase() = default;
+
+void DistributedDataParallelBase::register_comm_hook(CommHook hook) { impl_->set_hook(std::move(hook)); }
+ProcessGroup& DistributedDataParallelBase::process_group() const { return *impl_->group_; }
+const DdpOptions& DistributedDataParallelBase::options() const { return impl_->options_; }
+DdpStats DistributedDataParallelBase::stats() const { return impl_->stats(); }
+std::vector<std::vector<std::string>> DistributedDataParallelBase::bucket_layout() const {
+  return impl_->layout();
+}
+void DistributedDataParallelBase::pre_forward() { impl_->pre_forward(); }
+void DistributedDataParallelBase::post_forward(const std::vector<at::Tensor>& outputs) {
+  impl_->post_forward(outputs);
+}
+
+NoSyncGuard::NoSyncGuard(DistributedDataParallelBase* ddp) : ddp_(ddp) {
+  ddp_->impl_->no_sync_depth_ += 1;
+}
+
+NoSyncGuard::~NoSyncGuard() {
+  if (ddp_) ddp_->impl_->no_sync_depth_ -= 1;
+}
+
+}  // namespace lockstep::torch

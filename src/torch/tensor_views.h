@@ -1,0 +1,64 @@
+// Between LibTorch tensors and lockstep buffers: dtype mapping and non-owning views. Internal to
+// lockstep_torch (ddp.cc, comm_hooks.cc).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "lockstep/core/buffer.h"
+#include "lockstep/core/error.h"
+
+namespace lockstep::torch::detail {
+
+inline std::optional<DType> to_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return DType::f32;
+    case at::kDouble: return DType::f64;
+    case at::kHalf: return DType::f16;
+    case at::kBFloat16: return DType::bf16;
+    case at::kChar: return DType::i8;
+    case at::kByte: return DType::u8;
+    case at::kInt: return DType::i32;
+    case at::kLong: return DType::i64;
+    case at::kBool: return DType::boolean;
+    default: return std::nullopt;
+  }
+}
+
+inline at::ScalarType to_scalar_type(DType t) {
+  switch (t) {
+    case DType::f32: return at::kFloat;
+    case DType::f64: return at::kDouble;
+    case DType::f16: return at::kHalf;
+    case DType::bf16: return at::kBFloat16;
+    case DType::i8: return at::kChar;
+    case DType::u8: return at::kByte;
+    case DType::i32: return at::kInt;
+    case DType::i64: return at::kLong;
+    case DType::boolean: return at::kBool;
+  }
+  return at::kFloat;
+}
+
+// The elements of a contiguous CPU tensor. REQUIRES t.is_contiguous(), a mapped dtype.
+inline BufferView buffer_of(const at::Tensor& t) {
+  auto dtype = to_dtype(t.scalar_type());
+  LOCKSTEP_ENFORCE(dtype && t.is_contiguous() && t.device().is_cpu(), InvalidArgument,
+                   "lockstep: tensor of dtype ", t.scalar_type(), " on ", t.device(),
+                   " cannot be communicated (need a contiguous CPU tensor of a numeric dtype)");
+  return BufferView{t.data_ptr(), static_cast<size_t>(t.numel()), *dtype};
+}
+
+// A tensor of shape `sizes` over the memory of `slot`, not owning it. With `owner`, the tensor
+// keeps that memory alive for as long as it (or any view of it) lives.
+inline at::Tensor tensor_of(const BufferView& slot, at::IntArrayRef sizes,
+                            std::shared_ptr<void> owner = nullptr) {
+  auto options = at::TensorOptions().dtype(to_scalar_type(slot.dtype));
+  if (!owner) return at::from_blob(slot.data, sizes, options);
+  return at::from_blob(slot.data, sizes, [owner](void*) mutable { owner.reset(); }, options);
+}
+
+}  // namespace lockstep::torch::detail

@@ -1,0 +1,95 @@
+// The compression hooks: 16-bit on the wire, the average within 16-bit precision.
+#include "ddp/comm_hook.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "harness.h"
+#include "support/spawn.h"
+
+namespace lockstep::ddp {
+namespace {
+
+using lockstep::testing::spawn_groups;
+using testing::float_params;
+using testing::VectorGrads;
+
+// Rank r's gradient element i: spread over several orders of magnitude, up to `magnitude`.
+double g_magnitude = 600.0 * 100;
+float value(int r, size_t i) {
+  return static_cast<float>(std::sin(0.37 * i + r) * std::pow(10.0, static_cast<double>(i % 5) - 4) *
+                            g_magnitude);
+}
+
+// With values up to `magnitude`: near the top of f16's range (65504), a sum of three overflows
+// unless each is divided by the group size first.
+void check_compressed(DType wire, bool divide, double tolerance, double magnitude) {
+  g_magnitude = magnitude;
+  const int world = 3;
+  auto params = float_params({300, 45});
+  spawn_groups(world, [&](ProcessGroup& pg) {
+    VectorGrads grads(params);
+    int wire_ops = 0;
+    auto compress = compress_hook({.wire = wire, .divide_before_sum = divide});
+    ReducerOptions options;
+    options.hook = [&](ProcessGroup& g, const BucketRef& b) {
+      wire_ops += 1;
+      return compress(g, b);
+    };
+    Reducer reducer(params, pg, grads, options);
+    for (int it = 0; it < 2; ++it) {
+      for (size_t p = 0; p < 2; ++p) {
+        grads.grads[p].resize(params[p].count);
+        for (size_t i = 0; i < params[p].count; ++i) grads.grads[p][i] = value(pg.rank() + it, i + p);
+      }
+      reducer.begin_backward();
+      reducer.mark_ready(1);
+      reducer.mark_ready(0);
+      reducer.finalize();
+      for (size_t p = 0; p < 2; ++p) {
+        for (size_t i = 0; i < params[p].count; ++i) {
+          double expected = 0;
+          for (int r = 0; r < world; ++r) expected += value(r + it, i + p);
+          expected /= world;
+          double scale = 0;
+          for (int r = 0; r < world; ++r) scale = std::max<double>(scale, std::fabs(value(r + it, i + p)));
+          ASSERT_NEAR(grads.grads[p][i], expected, tolerance * scale + 1e-6)
+              << dtype_name(wire) << " p" << p << "[" << i << "] rank " << pg.rank();
+        }
+      }
+    }
+    EXPECT_EQ(wire_ops, 2);  // one bucket, two iterations
+  });
+}
+
+TEST(CompressHook, Fp16AveragesWithinHalfPrecisionEvenNearTheTopOfItsRange) {
+  check_compressed(DType::f16, true, 2e-3, 60000);
+}
+TEST(CompressHook, Fp16AvgOpAveragesWithinHalfPrecision) {
+  check_compressed(DType::f16, false, 2e-3, 6000);
+}
+TEST(CompressHook, Bf16AveragesWithinBfloat16Precision) {
+  check_compressed(DType::bf16, true, 1.6e-2, 1e30);
+}
+
+TEST(CompressHook, IsNotExact) {
+  // A value f16 cannot hold: the compressed average differs from the exact one (the hook really
+  // narrows), by less than half precision.
+  auto params = float_params({1});
+  spawn_groups(2, [&](ProcessGroup& pg) {
+    VectorGrads grads(params);
+    ReducerOptions options;
+    options.hook = compress_hook({.wire = DType::f16});
+    Reducer reducer(params, pg, grads, options);
+    grads.grads[0] = {1.0f + 1e-4f};
+    reducer.begin_backward();
+    reducer.mark_ready(0);
+    reducer.finalize();
+    EXPECT_NE(grads.grads[0][0], 1.0f + 1e-4f);
+    EXPECT_NEAR(grads.grads[0][0], 1.0f + 1e-4f, 1e-3);
+  });
+}
+
+}  // namespace
+}  // namespace lockstep::ddp

@@ -1,0 +1,451 @@
+// DistributedDataParallel against single-process training: K steps of SGD with momentum on W ranks
+// (threads, each with its own ProcessGroup) must give the parameters that one process gets on
+// the concatenated batch.
+//
+// [Reference] For models whose forward treats samples independently (the MLPs), the reference is
+// literally one forward over the concatenated batch. Two cases need a per-shard reference:
+//   - BatchNorm in training mode normalises by the statistics of the batch it is given, so under
+//     DDP each rank normalises by its local batch (as PyTorch DDP without SyncBatchNorm does). The
+//     single-process equivalent runs one forward per shard and averages the shard losses. Running
+//     statistics: with broadcast_buffers every rank starts each iteration from rank 0's, and rank
+//     0 updates them from its own shard, so the reference updates them from shard 0 only (its
+//     other shards run with momentum 0, which leaves them bit-for-bit unchanged).
+//   - A data-dependent branch (the unused-parameter model) runs per shard with that shard's flag.
+// With equal shard sizes the mean of the shard means is the mean over the concatenated batch, so
+// both formulations are "single-process training on the concatenated batch".
+#include "lockstep/torch/ddp.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lockstep/core/error.h"
+#include "support/spawn.h"
+
+namespace lockstep::torch {
+namespace {
+
+namespace nn = ::torch::nn;
+namespace F = ::torch::nn::functional;
+using lockstep::testing::spawn_groups;
+
+constexpr int kSteps = 20;
+constexpr int64_t kBatch = 4;  // samples per rank per micro-batch
+constexpr double kLr = 0.05;
+
+struct MlpImpl : nn::Module {
+  explicit MlpImpl(int64_t hidden = 16)
+      : fc1(register_module("fc1", nn::Linear(8, hidden))),
+        fc2(register_module("fc2", nn::Linear(hidden, hidden))),
+        fc3(register_module("fc3", nn::Linear(hidden, 4))) {}
+  at::Tensor forward(at::Tensor x) {
+    return fc3(::torch::relu(fc2(::torch::relu(fc1(x)))));
+  }
+  nn::Linear fc1, fc2, fc3;
+};
+TORCH_MODULE(Mlp);
+
+// conv(1->4, 3) - BatchNorm - relu - maxpool - fc(36->4), on 8x8 images.
+struct BnNetImpl : nn::Module {
+  BnNetImpl()
+      : conv(register_module("conv", nn::Conv2d(nn::Conv2dOptions(1, 4, 3)))),
+        bn(register_module("bn", nn::BatchNorm2d(4))),
+        fc(register_module("fc", nn::Linear(36, 4))) {}
+  at::Tensor forward(at::Tensor x) {
+    x = ::torch::max_pool2d(::torch::relu(bn(conv(x))), 2);
+    return fc(x.flatten(1));
+  }
+  nn::Conv2d conv;
+  nn::BatchNorm2d bn;
+  nn::Linear fc;
+};
+TORCH_MODULE(BnNet);
+
+// An MLP with a branch that some ranks skip on some iterations.
+struct BranchyImpl : nn::Module {
+  BranchyImpl()
+      : fc1(register_module("fc1", nn::Linear(8, 16))),
+        extra(register_module("extra", nn::Linear(16, 16))),
+        fc2(register_module("fc2", nn::Linear(16, 4))) {}
+  at::Tensor forward(at::Tensor x, bool use_extra) {
+    x = ::torch::relu(fc1(x));
+    if (use_extra) x = ::torch::relu(extra(x));
+    return fc2(x);
+  }
+  nn::Linear fc1, extra, fc2;
+};
+TORCH_MODULE(Branchy);
+
+// Whether shard r uses the branch at step t: with 2 ranks, no rank uses it when t % 3 == 1.
+bool uses_extra(int rank, int step) { return (rank + step) % 3 == 0; }
+
+// Inputs and targets of every step: rows [(m * world + r) * kBatch, +kBatch) are rank r's
+// micro-batch m.
+struct Data {
+  int world = 1;
+  std::vector<at::Tensor> x, y;
+  at::Tensor shard_x(int step, int rank, int micro = 0) const { return rows(x[step], rank, micro); }
+  at::Tensor shard_y(int step, int rank, int micro = 0) const { return rows(y[step], rank, micro); }
+  at::Tensor rows(const at::Tensor& t, int rank, int micro) const {
+    return t.narrow(0, (micro * world + rank) * kBatch, kBatch);
+  }
+};
+
+Data make_data(int world, int micro, std::vector<int64_t> sample_shape) {
+  ::torch::manual_seed(1234);
+  Data d{.world = world};
+  std::vector<int64_t> shape = {world * micro * kBatch};
+  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+  for (int t = 0; t < kSteps; ++t) {
+    d.x.push_back(::torch::randn(shape));
+    d.y.push_back(::torch::randn({world * micro * kBatch, 4}));
+  }
+  return d;
+}
+
+std::vector<at::Tensor> snapshot(nn::Module& m) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
+  for (const auto& b : m.buffers()) out.push_back(b.detach().clone());
+  return out;
+}
+
+void load(nn::Module& m, const std::vector<at::Tensor>& state) {
+  ::torch::NoGradGuard no_grad;
+  size_t i = 0;
+  for (auto& p : m.parameters()) p.copy_(state[i++]);
+  for (auto& b : m.buffers()) b.copy_(state[i++]);
+}
+
+// max |a - ref| / max |ref|.
+double relative_diff(const at::Tensor& a, const at::Tensor& ref) {
+  double scale = ref.abs().max().item<double>();
+  return (a - ref).abs().max().item<double>() / std::max(scale, 1e-30);
+}
+
+std::shared_ptr<ProcessGroup> share(ProcessGroup& pg) {
+  return std::shared_ptr<ProcessGroup>(std::shared_ptr<void>(), &pg);  // not owning
+}
+
+::torch::optim::SGD make_sgd(nn::Module& m) {
+  return ::torch::optim::SGD(m.parameters(), ::torch::optim::SGDOptions(kLr).momentum(0.9));
+}
+
+// Trains a reference Net for kSteps with ref_step, then Net under DDP on `world` ranks with
+// rank_step, and checks every rank's parameters (and rank 0's floating buffers) against it.
+// Rank 0 starts from the reference's initial state; the other ranks from their own random
+// initialisation, which DDP's construction must overwrite. `check(ddp, net, rank)` runs after
+// training on each rank.
+template <class Net, class RankStep, class RefStep>
+void expect_equivalent(int world, const DdpOptions& options, RankStep rank_step, RefStep ref_step,
+                       double tolerance,
+                       std::function<void(DistributedDataParallel<Net>&, Net&, int)> check = {}) {
+  at::set_num_threads(1);
+  ::torch::manual_seed(0);
+  Net reference;
+  const std::vector<at::Tensor> initial = snapshot(*reference);
+  auto ref_opt = make_sgd(*reference);
+  for (int t = 0; t < kSteps; ++t) {
+    ref_opt.zero_grad();
+    ref_step(reference, t);
+    ref_opt.step();
+  }
+  const std::vector<at::Tensor> expected = snapshot(*reference);
+  // The comparison means something only if training moved the parameters well past tolerance.
+  ASSERT_GT(relative_diff(initial[0], expected[0]), 100 * tolerance);
+  const size_t num_params = reference->parameters().size();
+
+  spawn_groups(world, [&](ProcessGroup& pg) {
+    Net net;
+    if (pg.rank() == 0) load(*net, initial);
+    DistributedDataParallel ddp(net, share(pg), options);
+    auto opt = make_sgd(*net);
+    for (int t = 0; t < kSteps; ++t) {
+      opt.zero_grad();
+      rank_step(ddp, pg.rank(), t);
+      opt.step();
+    }
+    const std::vector<at::Tensor> got = snapshot(*net);
+    for (size_t i = 0; i < got.size(); ++i) {
+      bool is_param = i < num_params;
+      if (!is_param && (pg.rank() != 0 || !got[i].is_floating_point())) continue;
+      EXPECT_LE(relative_diff(got[i], expected[i]), tolerance)
+          << "rank " << pg.rank() << (is_param ? " parameter #" : " buffer #") << i;
+    }
+    if (check) check(ddp, net, pg.rank());
+  });
+}
+
+at::Tensor mse(const at::Tensor& a, const at::Tensor& b) { return F::mse_loss(a, b); }
+
+class DdpEquivalence : public ::testing::TestWithParam<int> {};
+
+TEST_P(DdpEquivalence, Mlp) {
+  const int world = GetParam();
+  Data d = make_data(world, 1, {8});
+  expect_equivalent<Mlp>(
+      world, {},
+      [&](auto& ddp, int r, int t) { mse(ddp(d.shard_x(t, r)), d.shard_y(t, r)).backward(); },
+      [&](Mlp& net, int t) { mse(net(d.x[t]), d.y[t]).backward(); }, 1e-5,
+      [](auto& ddp, Mlp&, int) {
+        EXPECT_EQ(ddp.stats().synced_backwards, kSteps);
+        EXPECT_EQ(ddp.stats().bucket_rebuilds, 0);  // one bucket: nothing to reorder
+      });
+}
+
+// The reference's BatchNorm step: one forward per shard (and per micro-batch), running
+// statistics updated from shard 0 only (see [Reference]).
+at::Tensor bn_shard_forward(BnNet& net, const Data& d, int t, int r, int micro) {
+  net->bn->options.momentum(r == 0 ? 0.1 : 0.0);
+  at::Tensor out = net(d.shard_x(t, r, micro));
+  net->bn->options.momentum(0.1);
+  return mse(out, d.shard_y(t, r, micro));
+}
+
+// After training, one more forward with momentum 0 on every rank: DDP broadcasts rank 0's
+// buffers before it and the forward changes nothing, so every rank must hold rank 0's buffers.
+void expect_buffers_broadcast(DistributedDataParallel<BnNet>& ddp, BnNet& net, int rank,
+                              const Data& d) {
+  std::vector<at::Tensor> before_rank0 = {net->bn->running_mean.clone(), net->bn->running_var.clone()};
+  net->bn->options.momentum(0.0);
+  ddp(d.shard_x(0, rank));
+  net->bn->options.momentum(0.1);
+  auto& pg = ddp.process_group();
+  for (at::Tensor stat : {net->bn->running_mean, net->bn->running_var}) {
+    at::Tensor mine = stat.clone();
+    at::Tensor all = ::torch::zeros({pg.size(), mine.numel()});
+    pg.all_gather(BufferView{mine.data_ptr(), static_cast<size_t>(mine.numel()), DType::f32},
+                  BufferView{all.data_ptr(), static_cast<size_t>(all.numel()), DType::f32})
+        ->wait();
+    for (int q = 1; q < pg.size(); ++q) EXPECT_TRUE(all[q].equal(all[0])) << "rank " << q << " vs 0";
+  }
+  if (rank == 0) EXPECT_TRUE(net->bn->running_mean.equal(before_rank0[0]));
+}
+
+TEST_P(DdpEquivalence, CnnWithBatchNormAndBroadcastBuffers) {
+  const int world = GetParam();
+  Data d = make_data(world, 1, {1, 8, 8});
+  expect_equivalent<BnNet>(
+      world, {.broadcast_buffers = true},
+      [&](auto& ddp, int r, int t) { mse(ddp(d.shard_x(t, r)), d.shard_y(t, r)).backward(); },
+      [&](BnNet& net, int t) {
+        at::Tensor loss = bn_shard_forward(net, d, t, 0, 0);
+        for (int r = 1; r < world; ++r) loss = loss + bn_shard_forward(net, d, t, r, 0);
+        (loss / world).backward();
+      },
+      1e-5, [&](auto& ddp, BnNet& net, int rank) {
+        EXPECT_EQ(ddp.stats().buffer_broadcasts, kSteps);
+        expect_buffers_broadcast(ddp, net, rank, d);
+      });
+}
+
+TEST_P(DdpEquivalence, TwoForwardsBeforeOneBackwardWithBatchNorm) {
+  const int world = GetParam();
+  Data d = make_data(world, 2, {1, 8, 8});
+  expect_equivalent<BnNet>(
+      world, {.broadcast_buffers = true},
+      [&](auto& ddp, int r, int t) {
+        at::Tensor first = mse(ddp(d.shard_x(t, r, 0)), d.shard_y(t, r, 0));
+        at::Tensor second = mse(ddp(d.shard_x(t, r, 1)), d.shard_y(t, r, 1));
+        ((first + second) / 2).backward();
+      },
+      [&](BnNet& net, int t) {
+        at::Tensor loss = ::torch::zeros({});
+        for (int r = 0; r < world; ++r) {
+          loss = loss + (bn_shard_forward(net, d, t, r, 0) + bn_shard_forward(net, d, t, r, 1)) / 2;
+        }
+        (loss / world).backward();
+      },
+      1e-5, [](auto& ddp, BnNet&, int) {
+        EXPECT_EQ(ddp.stats().buffer_broadcasts, kSteps);  // once per iteration, not per forward
+      });
+}
+
+// The unused-parameter model, per shard (see [Reference]).
+void branchy_reference(Branchy& net, const Data& d, int t) {
+  at::Tensor loss = ::torch::zeros({});
+  for (int r = 0; r < d.world; ++r) {
+    loss = loss + mse(net(d.shard_x(t, r), uses_extra(r, t)), d.shard_y(t, r));
+  }
+  (loss / d.world).backward();
+}
+
+TEST_P(DdpEquivalence, ParameterUnusedOnSomeIterationsAndRanks) {
+  const int world = GetParam();
+  Data d = make_data(world, 1, {8});
+  ::testing::internal::CaptureStderr();  // the warning is checked in DdpWarnings
+  expect_equivalent<Branchy>(
+      world, {},
+      [&](auto& ddp, int r, int t) {
+        mse(ddp(d.shard_x(t, r), uses_extra(r, t)), d.shard_y(t, r)).backward();
+      },
+      [&](Branchy& net, int t) { branchy_reference(net, d, t); }, 1e-5,
+      [](auto& ddp, Branchy&, int) {
+        // Without find_unused_parameters, an iteration that skips the branch sends its bucket
+        // only at the end of backward.
+        EXPECT_LT(ddp.stats().early_launched, ddp.stats().buckets_launched);
+      });
+  ::testing::internal::GetCapturedStderr();
+}
+
+TEST_P(DdpEquivalence, FindUnusedParametersLaunchesEveryBucketDuringBackward) {
+  const int world = GetParam();
+  Data d = make_data(world, 1, {8});
+  ::testing::internal::CaptureStderr();
+  expect_equivalent<Branchy>(
+      world, {.find_unused_parameters = true},
+      [&](auto& ddp, int r, int t) {
+        mse(ddp(d.shard_x(t, r), uses_extra(r, t)), d.shard_y(t, r)).backward();
+      },
+      [&](Branchy& net, int t) { branchy_reference(net, d, t); }, 1e-5,
+      [](auto& ddp, Branchy&, int) {
+        EXPECT_EQ(ddp.stats().early_launched, ddp.stats().buckets_launched);
+        EXPECT_GE(ddp.stats().buckets_launched, kSteps);
+      });
+  ::testing::internal::GetCapturedStderr();
+}
+
+TEST_P(DdpEquivalence, NoSyncAccumulatesOverFourMicroBatches) {
+  const int world = GetParam();
+  constexpr int kMicro = 4;
+  Data d = make_data(world, kMicro, {8});
+  expect_equivalent<Mlp>(
+      world, {},
+      [&](auto& ddp, int r, int t) {
+        for (int m = 0; m < kMicro - 1; ++m) {
+          auto no_sync = ddp.no_sync();
+          (mse(ddp(d.shard_x(t, r, m)), d.shard_y(t, r, m)) / kMicro).backward();
+        }
+        (mse(ddp(d.shard_x(t, r, kMicro - 1)), d.shard_y(t, r, kMicro - 1)) / kMicro).backward();
+      },
+      [&](Mlp& net, int t) { mse(net(d.x[t]), d.y[t]).backward(); }, 1e-5,
+      [](auto& ddp, Mlp&, int) { EXPECT_EQ(ddp.stats().synced_backwards, kSteps); });
+}
+
+TEST_P(DdpEquivalence, GradientAsBucketView) {
+  const int world = GetParam();
+  Data d = make_data(world, 1, {8});
+  // Small buckets, so the layout has several buckets of several parameters.
+  DdpOptions options{.first_bucket_bytes = 300, .bucket_bytes = 1200, .gradient_as_bucket_view = true};
+  expect_equivalent<Mlp>(
+      world, options,
+      [&](auto& ddp, int r, int t) { mse(ddp(d.shard_x(t, r)), d.shard_y(t, r)).backward(); },
+      [&](Mlp& net, int t) { mse(net(d.x[t]), d.y[t]).backward(); }, 1e-5,
+      [&](auto& ddp, Mlp& net, int rank) {
+        // Gradients live in the buckets: within a bucket, each follows the previous one.
+        std::map<std::string, at::Tensor> grads;
+        for (const auto& item : net->named_parameters()) grads[item.key()] = item.value().grad();
+        auto layout = ddp.bucket_layout();
+        ASSERT_GE(layout.size(), 2u);
+        for (const auto& bucket : layout) {
+          for (size_t i = 1; i < bucket.size(); ++i) {
+            const at::Tensor& prev = grads[bucket[i - 1]];
+            EXPECT_EQ(static_cast<float*>(grads[bucket[i]].data_ptr()),
+                      static_cast<float*>(prev.data_ptr()) + prev.numel())
+                << bucket[i] << " does not follow " << bucket[i - 1] << " on rank " << rank;
+          }
+        }
+        // Another step keeps the same memory: no copy in or out.
+        void* before = grads["fc1.weight"].data_ptr();
+        mse(ddp(d.shard_x(0, rank)), d.shard_y(0, rank)).backward();
+        EXPECT_EQ(net->fc1->weight.grad().data_ptr(), before);
+      });
+}
+
+TEST_P(DdpEquivalence, Fp16CompressionWithinOnePercent) {
+  const int world = GetParam();
+  Data d = make_data(world, 1, {8});
+  expect_equivalent<Mlp>(
+      world, {.comm_hook = fp16_compress_hook()},
+      [&](auto& ddp, int r, int t) { mse(ddp(d.shard_x(t, r)), d.shard_y(t, r)).backward(); },
+      [&](Mlp& net, int t) { mse(net(d.x[t]), d.y[t]).backward(); }, 1e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, DdpEquivalence, ::testing::Values(2, 4),
+                         [](const auto& info) { return "world" + std::to_string(info.param); });
+
+TEST(DdpCompression, Fp16IsApproximateAndBf16WithinFivePercent) {
+  Data d = make_data(2, 1, {8});
+  // Exact averaging would match far below 1e-2; fp16 must show its rounding, so the hook ran.
+  double worst = 0;
+  expect_equivalent<Mlp>(
+      2, {.comm_hook = bf16_compress_hook()},
+      [&](auto& ddp, int r, int t) { mse(ddp(d.shard_x(t, r)), d.shard_y(t, r)).backward(); },
+      [&](Mlp& net, int t) { mse(net(d.x[t]), d.y[t]).backward(); }, 5e-2);
+  ::torch::manual_seed(0);
+  Mlp reference;
+  const auto initial = snapshot(*reference);
+  std::vector<at::Tensor> exact, compressed;
+  for (bool compress : {false, true}) {
+    spawn_groups(2, [&](ProcessGroup& pg) {
+      Mlp net;
+      load(*net, initial);
+      DistributedDataParallel ddp(net, share(pg), {});
+      if (compress) ddp.register_comm_hook(fp16_compress_hook());
+      auto opt = make_sgd(*net);
+      for (int t = 0; t < kSteps; ++t) {
+        opt.zero_grad();
+        mse(ddp(d.shard_x(t, pg.rank())), d.shard_y(t, pg.rank())).backward();
+        opt.step();
+      }
+      if (pg.rank() == 0) (compress ? compressed : exact) = snapshot(*net);
+    });
+  }
+  for (size_t i = 0; i < exact.size(); ++i) worst = std::max(worst, relative_diff(compressed[i], exact[i]));
+  EXPECT_GT(worst, 1e-7);
+  EXPECT_LT(worst, 1e-2);
+}
+
+size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) n++;
+  return n;
+}
+
+TEST(DdpErrors, MismatchedModelNamesTheFirstDifferingParameterWithEachRanksShape) {
+  std::vector<std::string> errors(2);
+  spawn_groups(2, [&](ProcessGroup& pg) {
+    Mlp net(pg.rank() == 1 ? 32 : 16);
+    try {
+      DistributedDataParallel ddp(net, share(pg));
+      ADD_FAILURE() << "rank " << pg.rank() << ": no error";
+    } catch (const MismatchError& e) {
+      errors[pg.rank()] = e.what();
+    }
+  });
+  for (const std::string& e : errors) {
+    EXPECT_NE(e.find("the model differs across ranks"), std::string::npos) << e;
+    EXPECT_NE(e.find("parameter #0: rank 0: 'fc1.weight' [16, 8] Float; rank 1: 'fc1.weight' [32, "
+                     "8] Float"),
+              std::string::npos)
+        << e;
+  }
+}
+
+TEST(DdpWarnings, UnusedParameterIsNamedOnceByEachRankThatSkippedIt) {
+  at::set_num_threads(1);
+  Data d = make_data(2, 1, {8});
+  ::testing::internal::CaptureStderr();
+  spawn_groups(2, [&](ProcessGroup& pg) {
+    Branchy net;
+    DistributedDataParallel ddp(net, share(pg));
+    for (int t = 0; t < 6; ++t) {  // rank 1 skips the branch at t = 0, 1, 3, 4; rank 0 at 1, 2, 4, 5
+      net->zero_grad();
+      mse(ddp(d.shard_x(t, pg.rank()), uses_extra(pg.rank(), t)), d.shard_y(t, pg.rank())).backward();
+    }
+  });
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(count_of(err, "'extra.weight'"), 2u) << err;
+  EXPECT_EQ(count_of(err, "'extra.bias'"), 2u) << err;
+  EXPECT_EQ(count_of(err, "on rank 0 of group"), 1u) << err;
+  EXPECT_EQ(count_of(err, "on rank 1 of group"), 1u) << err;
+  EXPECT_EQ(count_of(err, "fc1."), 0u) << err;
+  EXPECT_NE(err.find("find_unused_parameters"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace lockstep::torch
