@@ -12,12 +12,30 @@ namespace lockstep::ddp {
 
 namespace {
 
-// Scratch memory of a compress hook: the 16-bit wire copy of each bucket (and an f32 staging
-// copy for f64 buckets).
+// Scratch memory of a compress hook: per bucket, the 16-bit wire copy (and an f32 staging copy
+// for f64 buckets). Keyed by the bucket's memory, which is unique among buckets in flight even
+// when one hook object serves several reducers (ranks as threads sharing one DdpOptions).
 struct CompressScratch {
+  static constexpr size_t kMaxIdle = 64;
+  struct Entry {
+    std::vector<uint16_t> wire;
+    std::vector<float> staging;
+    bool busy = false;
+  };
   std::mutex mu;
-  std::map<size_t, std::vector<uint16_t>> wire;
-  std::map<size_t, std::vector<float>> staging;
+  std::map<const void*, Entry> entries;  // std::map: entries never move
+
+  Entry& acquire(const void* bucket) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (entries.size() > kMaxIdle) std::erase_if(entries, [](const auto& e) { return !e.second.busy; });
+    Entry& e = entries[bucket];
+    e.busy = true;
+    return e;
+  }
+  void release(Entry& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    e.busy = false;
+  }
 };
 
 void narrow(DType wire, uint16_t* dst, const float* src, size_t count) {
@@ -83,13 +101,9 @@ BucketHook compress_hook(const CompressHookOptions& options) {
     if (b.dtype != DType::f32 && b.dtype != DType::f64) {
       return average_hook(options.timeout)(group, bucket);
     }
-    std::vector<uint16_t>* packed;
-    std::vector<float>* staging;
-    {
-      std::lock_guard<std::mutex> lock(scratch->mu);
-      packed = &scratch->wire[bucket.index];
-      staging = &scratch->staging[bucket.index];
-    }
+    CompressScratch::Entry& entry = scratch->acquire(b.data);
+    std::vector<uint16_t>* packed = &entry.wire;
+    std::vector<float>* staging = &entry.staging;
     float scale = options.divide_before_sum ? 1.0f / static_cast<float>(group.size()) : 1.0f;
     packed->resize(b.count);
     narrow(options.wire, packed->data(), as_scaled_floats(b, scale, *staging), b.count);
@@ -97,8 +111,9 @@ BucketHook compress_hook(const CompressHookOptions& options) {
     ReduceOp op = options.divide_before_sum ? ReduceOp::sum : ReduceOp::avg;
     WorkPtr work = group.all_reduce(wire_view, {.op = op, .timeout = options.timeout});
     DType wire = options.wire;
-    return PendingReduction{work, [b, wire, packed, staging, scratch] {
-                              unpack(b, wire, *packed, *staging);
+    return PendingReduction{work, [b, wire, &entry, scratch] {
+                              unpack(b, wire, entry.wire, entry.staging);
+                              scratch->release(entry);
                             }};
   };
 }

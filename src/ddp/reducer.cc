@@ -1,6 +1,7 @@
 #include "ddp/reducer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <sstream>
 
@@ -162,12 +163,15 @@ void Reducer::finalize() {
     bitmap = group_.all_reduce(view(global_used), {.op = ReduceOp::max, .timeout = options_.timeout});
   }
   std::exception_ptr first;
+  auto wait_start = std::chrono::steady_clock::now();
   wait_all(first);
   try {
     if (bitmap) bitmap->wait();
   } catch (...) {
     if (!first) first = std::current_exception();
   }
+  stats_.wait_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   if (first) std::rethrow_exception(first);
   for (size_t p = 0; p < params_.size(); ++p) {
     if (global_used[p]) access_.write_gradient(p, slot(p));

@@ -74,6 +74,7 @@ struct ReducerStats {
   int64_t rebuilds = 0;          // 0 or 1
   int64_t buckets_launched = 0;  // in total
   int64_t early_launched = 0;    // launched from mark_ready / mark_unused, not finalize
+  double wait_seconds = 0;       // in finalize, waiting for the Works: exposed communication
 };
 
 class Reducer {

@@ -347,6 +347,7 @@ DdpStats DistributedDataParallelBase::Impl::stats() const {
   s.bucket_rebuilds = reducer_->stats().rebuilds;
   s.buckets_launched = reducer_->stats().buckets_launched;
   s.early_launched = reducer_->stats().early_launched;
+  s.comm_wait_seconds = reducer_->stats().wait_seconds;
   return s;
 }
 

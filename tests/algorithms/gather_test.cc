@@ -85,7 +85,7 @@ void check_scatter(MeshRank& me, const Shape& s, int root) {
       detail::concat("scatter k=", s.k, " root ", root, " n=", me.size));
 }
 
-void check_reduce_scatter(MeshRank& me, const Shape& s, DType t) {
+void check_reduce_scatter(MeshRank& me, const Shape& s, DType t, ReduceOp rop = ReduceOp::sum) {
   auto counts = counts_for(me.size, s.k, s.uneven);
   const size_t mine = counts[static_cast<size_t>(me.rank)], off = offset_of(counts, me.rank);
   TypedBuffer in(t, total(counts)), out(t, mine);
@@ -93,14 +93,17 @@ void check_reduce_scatter(MeshRank& me, const Shape& s, DType t) {
   out.fill([](size_t) { return -1; });
   Op op = me.op(OpKind::reduce_scatter);
   op.dtype = t;
+  op.reduce_op = rop;
   op.variable = s.uneven;
   op.counts = counts;
   op.input = in.view().data;
   op.output = out.view().data;
   me.run(op);
+  const double divisor = rop == ReduceOp::avg ? me.size : 1;
   expect_elements(
-      out, [&](size_t j) { return rank_value_sum(me.size, off + j); },
-      detail::concat("reduce_scatter ", dtype_name(t), " k=", s.k, " n=", me.size));
+      out, [&](size_t j) { return rank_value_sum(me.size, off + j) / divisor; },
+      detail::concat("reduce_scatter ", dtype_name(t), " ", reduce_op_name(rop), " k=", s.k,
+                     " n=", me.size));
   expect_elements(
       in, [&](size_t i) { return rank_value(me.rank, i); }, "reduce_scatter input");
 }
@@ -132,6 +135,17 @@ TEST_P(Gathers, ReduceScatterUniformAndUneven) {
   with_mesh(GetParam(), [](MeshRank& me) {
     for (const Shape& s : kShapes)
       for (DType t : {DType::f32, DType::i64}) check_reduce_scatter(me, s, t);
+  });
+}
+
+// avg divides the owned chunk once; 16-bit floats accumulate in f32 and narrow into the output.
+TEST_P(Gathers, ReduceScatterAvgAndSixteenBitFloats) {
+  with_mesh(GetParam(), [](MeshRank& me) {
+    for (const Shape& s : {Shape{1000, false}, Shape{3, true}}) {
+      check_reduce_scatter(me, s, DType::f32, ReduceOp::avg);
+      check_reduce_scatter(me, s, DType::f16);
+      check_reduce_scatter(me, s, DType::bf16, ReduceOp::avg);
+    }
   });
 }
 

@@ -28,10 +28,11 @@ void check_compressed(DType wire, bool divide, double tolerance, double magnitud
   g_magnitude = magnitude;
   const int world = 3;
   auto params = float_params({300, 45});
+  // One hook object for every rank (threads), as when ranks share one options struct.
+  auto compress = compress_hook({.wire = wire, .divide_before_sum = divide});
   spawn_groups(world, [&](ProcessGroup& pg) {
     VectorGrads grads(params);
     int wire_ops = 0;
-    auto compress = compress_hook({.wire = wire, .divide_before_sum = divide});
     ReducerOptions options;
     options.hook = [&](ProcessGroup& g, const BucketRef& b) {
       wire_ops += 1;

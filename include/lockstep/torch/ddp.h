@@ -128,6 +128,9 @@ struct DdpStats {
   int64_t bucket_rebuilds = 0;       // 0 or 1
   int64_t early_launched = 0;        // buckets launched before the end of backward, in total
   int64_t buckets_launched = 0;      // buckets launched, in total
+  // Time backward spent at its end waiting for the buckets' communication (what overlap did not
+  // hide), in total.
+  double comm_wait_seconds = 0;
 };
 
 // The part of the wrapper that does not depend on the module type. Use DistributedDataParallel.

@@ -18,6 +18,21 @@ constexpr int kSocketBufferBytes = 4 * 1024 * 1024;
 // Ops that move at most this much run inline (see prefers_inline).
 constexpr uint64_t kInlineBytes = 64 * 1024;
 
+// Bytes this rank sends or receives in op (roughly: for inlining decisions).
+uint64_t bytes_moved(const Op& op) {
+  const uint64_t es = element_size(op.dtype);
+  switch (op.kind) {
+    case OpKind::send:
+    case OpKind::recv: return op.count * es;
+    case OpKind::all_to_all: {
+      uint64_t n = 0;
+      for (size_t c : op.counts) n += c;
+      return n * es;
+    }
+    default: return op.agreed_bytes();
+  }
+}
+
 class TcpBackend final : public Backend {
  public:
   explicit TcpBackend(const GroupConfig& config) : config_(config) {
@@ -53,13 +68,12 @@ class TcpBackend final : public Backend {
     }
   }
 
-  // Small collectives run on the caller's thread (saves the hand-off, which costs more than a
-  // small op on loopback). Never send/recv: an irecv-then-isend pair on one thread must not block
-  // in the recv.
+  // Small ops run on the caller's thread: the hand-off to the progress thread costs more than a
+  // small op on loopback. Never a recv: it may wait for a peer that first needs this thread to
+  // do something else (an irecv, then a collective on another group the sender is in).
   bool prefers_inline(const Op& op) const override {
-    if (op.kind == OpKind::send || op.kind == OpKind::recv) return false;
-    if (op.kind == OpKind::all_to_all) return false;
-    return op.agreed_bytes() <= kInlineBytes;
+    if (op.kind == OpKind::recv) return false;
+    return bytes_moved(op) <= kInlineBytes;
   }
 
   void abort(const std::string& reason) override { abort_with(ErrorClass::network, reason); }

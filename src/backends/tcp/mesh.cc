@@ -1,6 +1,5 @@
 #include "backends/tcp/mesh.h"
 
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,14 +59,6 @@ std::string hello_problem(const Hello& h, const MeshOptions& o) {
   return "";
 }
 
-void force_buffers(int fd) {  // EXPERIMENT
-  const char* v = getenv("LOCKSTEP_EXP_FORCE");
-  if (!v) return;
-  int b = atoi(v);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &b, sizeof b);
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &b, sizeof b);
-}
-
 struct Address {
   std::string host;
   uint16_t port = 0;
@@ -123,7 +114,6 @@ Pending start_connect(const MeshOptions& o, int rank) {
   Pending p{.address = lookup(o, rank)};
   p.fd = net::connect_tcp(p.address.host, p.address.port, o.deadline, true);
   net::tune_tcp(p.fd.get(), o.socket_buffer_bytes);
-  force_buffers(p.fd.get());
   Hello h = my_hello(o);
   net::write_full(p.fd.get(), &h, sizeof(h), o.deadline,
                   detail::concat("rank ", rank, " at ", p.address.info.address));
@@ -201,7 +191,6 @@ void accept_higher(const MeshOptions& o, int listen_fd,
     if (!hello) continue;
     int rank = hello->rank;
     net::tune_tcp(fd.get(), o.socket_buffer_bytes);
-    force_buffers(fd.get());
     Hello reply = my_hello(o);
     net::write_full(fd.get(), &reply, sizeof(reply), o.deadline, "rank " + std::to_string(rank));
     Address a = lookup(o, rank);

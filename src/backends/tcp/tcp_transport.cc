@@ -166,12 +166,6 @@ void TcpTransport::service(Connection& c, short revents) {
       if (auto e = c.inspect_close()) on_close_event(c, *e);
     }
   } catch (const PeerEvent& e) {
-    // A reset may hide the peer's abort frame in the bytes not yet read: prefer its reason.
-    if ((e.kind == PeerEvent::reset || e.kind == PeerEvent::closed) && c.open() &&
-        c.at_frame_boundary()) {
-      auto inspected = c.inspect_close();
-      if (inspected && inspected->kind == PeerEvent::aborted) fail(c, *inspected);
-    }
     fail(c, e);
   }
   complete(done_);
@@ -183,7 +177,18 @@ void TcpTransport::on_close_event(Connection& c, const PeerEvent& e) {
   fail(c, e);
 }
 
-void TcpTransport::fail(const Connection& c, const PeerEvent& e) const {
+void TcpTransport::fail(Connection& c, const PeerEvent& e) const {
+  // A failed send or a reset may hide the peer's abort frame in the bytes not yet read: prefer
+  // the reason it gives.
+  if ((e.kind == PeerEvent::reset || e.kind == PeerEvent::closed) && c.open() &&
+      c.at_frame_boundary()) {
+    auto inspected = c.inspect_close();
+    if (inspected && inspected->kind == PeerEvent::aborted) throw_failure(c, *inspected);
+  }
+  throw_failure(c, e);
+}
+
+void TcpTransport::throw_failure(const Connection& c, const PeerEvent& e) const {
   PeerFailure f{.op_name = op_name(),
                 .rank = id_.rank,
                 .peer = peer_text(c.peer()),

@@ -70,7 +70,8 @@ class TcpTransport final : public Transport {
   void complete(const std::vector<Request>& ids);
   void check_header(const Connection& c, const MessageHeader& got, uint64_t expected_bytes) const;
   Connection& conn(int peer, const char* what);
-  [[noreturn]] void fail(const Connection& c, const PeerEvent& e) const;
+  [[noreturn]] void fail(Connection& c, const PeerEvent& e) const;
+  [[noreturn]] void throw_failure(const Connection& c, const PeerEvent& e) const;
   [[noreturn]] void fail_timeout() const;
   std::string peer_text(const PeerInfo& p) const;
   std::string op_name() const;
