@@ -23,13 +23,15 @@ uint64_t bytes_moved(const Op& op) {
   const uint64_t es = element_size(op.dtype);
   switch (op.kind) {
     case OpKind::send:
-    case OpKind::recv: return op.count * es;
+    case OpKind::recv:
+      return op.count * es;
     case OpKind::all_to_all: {
       uint64_t n = 0;
       for (size_t c : op.counts) n += c;
       return n * es;
     }
-    default: return op.agreed_bytes();
+    default:
+      return op.agreed_bytes();
   }
 }
 
