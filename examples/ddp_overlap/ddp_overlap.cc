@@ -49,12 +49,18 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
-    if (k == "--world") a.world = std::atoi(argv[i + 1]);
-    else if (k == "--iters") a.iters = std::atoi(argv[i + 1]);
-    else if (k == "--warmup") a.warmup = std::atoi(argv[i + 1]);
-    else if (k == "--backend") a.backend = argv[i + 1];
-    else if (k == "--scaling") a.scaling = std::atoi(argv[i + 1]);
-    else std::fprintf(stderr, "ddp_overlap: unknown option %s\n", k.c_str()), std::exit(2);
+    if (k == "--world")
+      a.world = std::atoi(argv[i + 1]);
+    else if (k == "--iters")
+      a.iters = std::atoi(argv[i + 1]);
+    else if (k == "--warmup")
+      a.warmup = std::atoi(argv[i + 1]);
+    else if (k == "--backend")
+      a.backend = argv[i + 1];
+    else if (k == "--scaling")
+      a.scaling = std::atoi(argv[i + 1]);
+    else
+      std::fprintf(stderr, "ddp_overlap: unknown option %s\n", k.c_str()), std::exit(2);
   }
   return a;
 }
@@ -64,9 +70,7 @@ struct MlpImpl : torch::nn::Module {
       : fc1(register_module("fc1", torch::nn::Linear(784, 4096))),
         fc2(register_module("fc2", torch::nn::Linear(4096, 4096))),
         fc3(register_module("fc3", torch::nn::Linear(4096, 10))) {}
-  torch::Tensor forward(torch::Tensor x) {
-    return fc3(torch::relu(fc2(torch::relu(fc1(x)))));
-  }
+  torch::Tensor forward(torch::Tensor x) { return fc3(torch::relu(fc2(torch::relu(fc1(x))))); }
   torch::nn::Linear fc1, fc2, fc3;
 };
 TORCH_MODULE(Mlp);
@@ -117,10 +121,11 @@ void run_scaling(const Args& a, std::shared_ptr<lockstep::ProcessGroup> pg) {
   pg->barrier()->wait();
   double seconds = ms_since(t0) / 1e3;
   if (pg->rank() == 0) {
-    std::printf("ddp_overlap --scaling: main-job CNN, batch 64 per rank, world %d, backend %s: "
-                "%.0f samples/s (%d steps in %.2f s)\n",
-                pg->size(), pg->backend_name().c_str(), 64.0 * a.iters * pg->size() / seconds,
-                a.iters, seconds);
+    std::printf(
+        "ddp_overlap --scaling: main-job CNN, batch 64 per rank, world %d, backend %s: "
+        "%.0f samples/s (%d steps in %.2f s)\n",
+        pg->size(), pg->backend_name().c_str(), 64.0 * a.iters * pg->size() / seconds, a.iters,
+        seconds);
   }
 }
 
@@ -181,10 +186,11 @@ void run_rank(const Args& a, std::shared_ptr<lockstep::ProcessGroup> pg) {
   double backward = med(&Sample::backward), allreduce = med(&Sample::allreduce);
   double ddp_backward = med(&Sample::ddp_backward), exposed = med(&Sample::exposed);
   auto stats = ddp.stats();
-  std::printf("ddp_overlap: 784-4096-4096-10 MLP (%.1fM parameters), batch 64 per rank, world %d, "
-              "backend %s, medians of %d iterations\n",
-              (784 * 4096 + 4096 + 4096 * 4096 + 4096 + 4096 * 10 + 10) / 1e6, pg->size(),
-              pg->backend_name().c_str(), a.iters);
+  std::printf(
+      "ddp_overlap: 784-4096-4096-10 MLP (%.1fM parameters), batch 64 per rank, world %d, "
+      "backend %s, medians of %d iterations\n",
+      (784 * 4096 + 4096 + 4096 * 4096 + 4096 + 4096 * 10 + 10) / 1e6, pg->size(),
+      pg->backend_name().c_str(), a.iters);
   std::printf("  backward alone                     %8.1f ms\n", backward);
   std::printf("  allreduce alone (%zu buckets)        %8.1f ms\n", buckets.size(), allreduce);
   std::printf("  backward + allreduce, in sequence  %8.1f ms\n", backward + allreduce);

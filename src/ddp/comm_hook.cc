@@ -27,7 +27,8 @@ struct CompressScratch {
 
   Entry& acquire(const void* bucket) {
     std::lock_guard<std::mutex> lock(mu);
-    if (entries.size() > kMaxIdle) std::erase_if(entries, [](const auto& e) { return !e.second.busy; });
+    if (entries.size() > kMaxIdle)
+      std::erase_if(entries, [](const auto& e) { return !e.second.busy; });
     Entry& e = entries[bucket];
     e.busy = true;
     return e;
@@ -86,8 +87,8 @@ void unpack(const BufferView& b, DType wire, const std::vector<uint16_t>& packed
 
 BucketHook average_hook(std::chrono::milliseconds timeout) {
   return [timeout](ProcessGroup& group, const BucketRef& bucket) {
-    return PendingReduction{group.all_reduce(bucket.buffer, {.op = ReduceOp::avg, .timeout = timeout}),
-                            {}};
+    return PendingReduction{
+        group.all_reduce(bucket.buffer, {.op = ReduceOp::avg, .timeout = timeout}), {}};
   };
 }
 

@@ -19,8 +19,8 @@ struct BucketRef {
   size_t index = 0;
   bool is_last = false;
   BufferView buffer;
-  const BucketSpec* spec = nullptr;      // its parameters and their offsets
-  std::span<const ParamSpec> params;     // every parameter of the reducer, by index
+  const BucketSpec* spec = nullptr;   // its parameters and their offsets
+  std::span<const ParamSpec> params;  // every parameter of the reducer, by index
 };
 
 // The communication in flight, and what to do once it has completed (on the backward thread,
@@ -38,7 +38,7 @@ using BucketHook = std::function<PendingReduction(ProcessGroup& group, const Buc
 BucketHook average_hook(std::chrono::milliseconds timeout);
 
 struct CompressHookOptions {
-  DType wire = DType::f16;  // f16 or bf16
+  DType wire = DType::f16;        // f16 or bf16
   bool divide_before_sum = true;  // scale by 1/size, then sum (no f16 overflow); else avg
   std::chrono::milliseconds timeout = kGroupTimeout;
 };

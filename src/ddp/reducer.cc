@@ -40,7 +40,8 @@ void Reducer::allocate(std::vector<BucketSpec> buckets) {
     size_t bytes = std::max<size_t>(buckets_[b].bytes(), kAlignment);
     auto* memory = static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{kAlignment}));
     std::memset(memory, 0, bytes);
-    storage_.emplace_back(memory, [](std::byte* m) { ::operator delete[](m, std::align_val_t{kAlignment}); });
+    storage_.emplace_back(
+        memory, [](std::byte* m) { ::operator delete[](m, std::align_val_t{kAlignment}); });
     for (size_t i = 0; i < buckets_[b].params.size(); ++i) {
       bucket_of_[buckets_[b].params[i]] = b;
       index_in_bucket_[buckets_[b].params[i]] = i;
@@ -160,7 +161,8 @@ void Reducer::finalize() {
   std::vector<uint8_t> global_used = used_;
   WorkPtr bitmap;
   if (group_.size() > 1 && !global_used.empty()) {
-    bitmap = group_.all_reduce(view(global_used), {.op = ReduceOp::max, .timeout = options_.timeout});
+    bitmap =
+        group_.all_reduce(view(global_used), {.op = ReduceOp::max, .timeout = options_.timeout});
   }
   std::exception_ptr first;
   auto wait_start = std::chrono::steady_clock::now();
@@ -190,7 +192,8 @@ void Reducer::warn_unused() {
   for (size_t i = 0; i < fresh.size() && i < kMaxNamesInWarning; ++i) {
     names << (i ? ", " : "") << "'" << params_[fresh[i]].name << "'";
   }
-  if (fresh.size() > kMaxNamesInWarning) names << " and " << fresh.size() - kMaxNamesInWarning << " more";
+  if (fresh.size() > kMaxNamesInWarning)
+    names << " and " << fresh.size() - kMaxNamesInWarning << " more";
   log_warning(options_.what, ": on rank ", group_.rank(), " of group '", group_.name(), "', ",
               fresh.size() == 1 ? "parameter " : "parameters ", names.str(),
               " got no gradient in backward pass #", stats_.iterations + 1, ". ",

@@ -135,15 +135,15 @@ class Reducer {
   ReducerOptions options_;
 
   std::vector<BucketSpec> buckets_;
-  std::vector<Storage> storage_;        // one per bucket
-  std::vector<size_t> bucket_of_;       // param -> bucket
-  std::vector<size_t> index_in_bucket_; // param -> position in its bucket
+  std::vector<Storage> storage_;         // one per bucket
+  std::vector<size_t> bucket_of_;        // param -> bucket
+  std::vector<size_t> index_in_bucket_;  // param -> position in its bucket
 
   // Per iteration.
   bool in_backward_ = false;
   std::vector<uint8_t> ready_;
-  std::vector<uint8_t> used_;   // this rank; all_reduce(max)'d at finalize
-  std::vector<size_t> pending_; // per bucket: parameters not ready yet
+  std::vector<uint8_t> used_;    // this rank; all_reduce(max)'d at finalize
+  std::vector<size_t> pending_;  // per bucket: parameters not ready yet
   size_t next_launch_ = 0;
   std::vector<PendingReduction> inflight_;  // per bucket, once launched
   std::vector<size_t> arrival_;             // order of mark_ready, for the rebuild

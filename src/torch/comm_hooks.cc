@@ -21,13 +21,15 @@ CommHook from_bucket_hook(ddp::BucketHook hook) {
 }
 
 CommHook compress(DType wire, const CompressOptions& options) {
-  return from_bucket_hook(ddp::compress_hook(
-      {.wire = wire, .divide_before_sum = options.divide_before_sum}));
+  return from_bucket_hook(
+      ddp::compress_hook({.wire = wire, .divide_before_sum = options.divide_before_sum}));
 }
 
 }  // namespace
 
-CommHook allreduce_hook() { return from_bucket_hook(ddp::average_hook(kGroupTimeout)); }
+CommHook allreduce_hook() {
+  return from_bucket_hook(ddp::average_hook(kGroupTimeout));
+}
 
 CommHook fp16_compress_hook(const CompressOptions& options) {
   return compress(DType::f16, options);

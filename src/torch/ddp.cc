@@ -10,7 +10,6 @@
 #include <torch/torch.h>
 
 #include <map>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "ddp/model_check.h"
@@ -56,7 +55,9 @@ uintptr_t add_accumulator_hook(Node& accumulator, std::function<void()> fn) {
   return accumulator.add_post_hook(std::make_unique<AccumulatorHook>(std::move(fn)));
 }
 
-void remove_accumulator_hook(Node& accumulator, uintptr_t key) { accumulator.del_post_hook(key); }
+void remove_accumulator_hook(Node& accumulator, uintptr_t key) {
+  accumulator.del_post_hook(key);
+}
 
 // Runs `fn` once the running backward pass has finished. REQUIRES: called from a hook inside it.
 void at_end_of_backward(std::function<void()> fn) {
@@ -65,7 +66,8 @@ void at_end_of_backward(std::function<void()> fn) {
 
 // Every node reachable from the outputs' gradient functions (and the accumulators of outputs that
 // are themselves leaves), added to `seen`.
-void reachable_nodes(const std::vector<at::Tensor>& outputs, std::unordered_set<const Node*>& seen) {
+void reachable_nodes(const std::vector<at::Tensor>& outputs,
+                     std::unordered_set<const Node*>& seen) {
   std::vector<std::shared_ptr<Node>> stack;
   for (const at::Tensor& out : outputs) {
     if (!out.defined() || !out.requires_grad()) continue;
@@ -108,8 +110,8 @@ void broadcast_coalesced(ProcessGroup& group, const std::vector<at::Tensor>& ten
 }
 
 ddp::ParamShape shape_of(const std::string& name, const at::Tensor& t) {
-  return {.name = name, .dtype = std::string(c10::toString(t.scalar_type())),
-          .shape = t.sizes().vec()};
+  return {
+      .name = name, .dtype = std::string(c10::toString(t.scalar_type())), .shape = t.sizes().vec()};
 }
 
 // A torch-facing CommHook as a reducer BucketHook.
@@ -159,21 +161,20 @@ class DistributedDataParallelBase::Impl : public ddp::GradientAccess {
   void begin_backward();
   void on_backward_end();
 
-  std::vector<std::string> names_;     // reduced parameters (requires_grad), registration order
+  std::vector<std::string> names_;  // reduced parameters (requires_grad), registration order
   std::vector<at::Tensor> params_;
   std::vector<at::Tensor> buffers_;
   std::vector<std::shared_ptr<Node>> accumulators_;
   std::vector<uintptr_t> hook_keys_;
-  std::unordered_map<const Node*, size_t> param_of_accumulator_;
   std::vector<uint8_t> grad_is_view_;
   std::unique_ptr<ddp::Reducer> reducer_;
 
-  bool armed_ = false;             // the next backward synchronises
-  bool backward_active_ = false;   // a backward pass has reached a hook and not ended
-  bool syncing_ = false;           // the running backward synchronises
-  bool buffers_synced_ = false;    // buffers broadcast in this iteration
-  bool traversed_ = false;         // reached_ holds this iteration's traversal
-  std::unordered_set<const Node*> reached_;
+  bool armed_ = false;            // the next backward synchronises
+  bool backward_active_ = false;  // a backward pass has reached a hook and not ended
+  bool syncing_ = false;          // the running backward synchronises
+  bool buffers_synced_ = false;   // buffers broadcast in this iteration
+  bool traversed_ = false;        // reached_ holds this iteration's traversals
+  std::vector<uint8_t> reached_;  // per parameter: reachable from some forward's outputs
   DdpStats stats_;
 };
 
@@ -191,13 +192,15 @@ DistributedDataParallelBase::Impl::Impl(std::shared_ptr<::torch::nn::Module> mod
                      "' is not a dense contiguous CPU tensor (", p.device(),
                      "); lockstep DDP reduces CPU parameters only");
     if (!p.requires_grad()) continue;
-    LOCKSTEP_ENFORCE(dtype && is_floating(*dtype), InvalidArgument, "DistributedDataParallel: parameter '",
-                     item.key(), "' has dtype ", p.scalar_type(), "; gradients must be floating point");
+    LOCKSTEP_ENFORCE(dtype && is_floating(*dtype), InvalidArgument,
+                     "DistributedDataParallel: parameter '", item.key(), "' has dtype ",
+                     p.scalar_type(), "; gradients must be floating point");
     names_.push_back(item.key());
     params_.push_back(p);
     specs.push_back({.name = item.key(), .count = static_cast<size_t>(p.numel()), .dtype = *dtype});
   }
-  for (const auto& item : module_->named_buffers(/*recurse=*/true)) buffers_.push_back(item.value());
+  for (const auto& item : module_->named_buffers(/*recurse=*/true))
+    buffers_.push_back(item.value());
   check_and_broadcast();
   grad_is_view_.assign(params_.size(), 0);
   std::string advice = options_.find_unused_parameters
@@ -238,8 +241,8 @@ void DistributedDataParallelBase::Impl::check_and_broadcast() {
 void DistributedDataParallelBase::Impl::install_hooks() {
   for (size_t p = 0; p < params_.size(); ++p) {
     accumulators_.push_back(accumulator_of(params_[p]));
-    param_of_accumulator_[accumulators_.back().get()] = p;
-    hook_keys_.push_back(add_accumulator_hook(*accumulators_.back(), [this, p] { on_gradient(p); }));
+    hook_keys_.push_back(
+        add_accumulator_hook(*accumulators_.back(), [this, p] { on_gradient(p); }));
   }
 }
 
@@ -262,7 +265,12 @@ void DistributedDataParallelBase::Impl::pre_forward() {
 
 void DistributedDataParallelBase::Impl::post_forward(const std::vector<at::Tensor>& outputs) {
   if (!armed_ || !options_.find_unused_parameters) return;
-  reachable_nodes(outputs, reached_);
+  std::unordered_set<const Node*> nodes;  // this graph only: freed nodes' addresses get reused
+  reachable_nodes(outputs, nodes);
+  reached_.resize(params_.size(), 0);
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (nodes.count(accumulators_[p].get())) reached_[p] = 1;
+  }
   traversed_ = true;
 }
 
@@ -282,12 +290,12 @@ void DistributedDataParallelBase::Impl::begin_backward() {
     if (traversed_) {
       std::vector<size_t> unreached;
       for (size_t q = 0; q < params_.size(); ++q) {
-        if (!reached_.count(accumulators_[q].get())) unreached.push_back(q);
+        if (!reached_[q]) unreached.push_back(q);
       }
       reducer_->mark_unused(unreached);
     }
   }
-  reached_.clear();
+  reached_.assign(params_.size(), 0);
   traversed_ = false;
 }
 
@@ -369,14 +377,24 @@ DistributedDataParallelBase::DistributedDataParallelBase(
 
 DistributedDataParallelBase::~DistributedDataParallelBase() = default;
 
-void DistributedDataParallelBase::register_comm_hook(CommHook hook) { impl_->set_hook(std::move(hook)); }
-ProcessGroup& DistributedDataParallelBase::process_group() const { return *impl_->group_; }
-const DdpOptions& DistributedDataParallelBase::options() const { return impl_->options_; }
-DdpStats DistributedDataParallelBase::stats() const { return impl_->stats(); }
+void DistributedDataParallelBase::register_comm_hook(CommHook hook) {
+  impl_->set_hook(std::move(hook));
+}
+ProcessGroup& DistributedDataParallelBase::process_group() const {
+  return *impl_->group_;
+}
+const DdpOptions& DistributedDataParallelBase::options() const {
+  return impl_->options_;
+}
+DdpStats DistributedDataParallelBase::stats() const {
+  return impl_->stats();
+}
 std::vector<std::vector<std::string>> DistributedDataParallelBase::bucket_layout() const {
   return impl_->layout();
 }
-void DistributedDataParallelBase::pre_forward() { impl_->pre_forward(); }
+void DistributedDataParallelBase::pre_forward() {
+  impl_->pre_forward();
+}
 void DistributedDataParallelBase::post_forward(const std::vector<at::Tensor>& outputs) {
   impl_->post_forward(outputs);
 }

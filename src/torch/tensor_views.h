@@ -15,30 +15,49 @@ namespace lockstep::torch::detail {
 
 inline std::optional<DType> to_dtype(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return DType::f32;
-    case at::kDouble: return DType::f64;
-    case at::kHalf: return DType::f16;
-    case at::kBFloat16: return DType::bf16;
-    case at::kChar: return DType::i8;
-    case at::kByte: return DType::u8;
-    case at::kInt: return DType::i32;
-    case at::kLong: return DType::i64;
-    case at::kBool: return DType::boolean;
-    default: return std::nullopt;
+    case at::kFloat:
+      return DType::f32;
+    case at::kDouble:
+      return DType::f64;
+    case at::kHalf:
+      return DType::f16;
+    case at::kBFloat16:
+      return DType::bf16;
+    case at::kChar:
+      return DType::i8;
+    case at::kByte:
+      return DType::u8;
+    case at::kInt:
+      return DType::i32;
+    case at::kLong:
+      return DType::i64;
+    case at::kBool:
+      return DType::boolean;
+    default:
+      return std::nullopt;
   }
 }
 
 inline at::ScalarType to_scalar_type(DType t) {
   switch (t) {
-    case DType::f32: return at::kFloat;
-    case DType::f64: return at::kDouble;
-    case DType::f16: return at::kHalf;
-    case DType::bf16: return at::kBFloat16;
-    case DType::i8: return at::kChar;
-    case DType::u8: return at::kByte;
-    case DType::i32: return at::kInt;
-    case DType::i64: return at::kLong;
-    case DType::boolean: return at::kBool;
+    case DType::f32:
+      return at::kFloat;
+    case DType::f64:
+      return at::kDouble;
+    case DType::f16:
+      return at::kHalf;
+    case DType::bf16:
+      return at::kBFloat16;
+    case DType::i8:
+      return at::kChar;
+    case DType::u8:
+      return at::kByte;
+    case DType::i32:
+      return at::kInt;
+    case DType::i64:
+      return at::kLong;
+    case DType::boolean:
+      return at::kBool;
   }
   return at::kFloat;
 }
@@ -58,7 +77,8 @@ inline at::Tensor tensor_of(const BufferView& slot, at::IntArrayRef sizes,
                             std::shared_ptr<void> owner = nullptr) {
   auto options = at::TensorOptions().dtype(to_scalar_type(slot.dtype));
   if (!owner) return at::from_blob(slot.data, sizes, options);
-  return at::from_blob(slot.data, sizes, [owner](void*) mutable { owner.reset(); }, options);
+  return at::from_blob(
+      slot.data, sizes, [owner](void*) mutable { owner.reset(); }, options);
 }
 
 }  // namespace lockstep::torch::detail

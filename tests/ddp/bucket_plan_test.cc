@@ -13,9 +13,10 @@ using testing::float_params;
 TEST(BucketPlan, ReverseOrderFillsFirstBucketToItsCapThenLaterOnesToTheirs) {
   // Bytes: 40 40 40 40 120 20. Reverse order: p5(20) p4(120) p3 p2 p1 p0 (40 each).
   auto params = float_params({10, 10, 10, 10, 30, 5});
-  auto buckets = assign_buckets(params, reverse_order(6), {.first_bucket_bytes = 100, .bucket_bytes = 200});
+  auto buckets =
+      assign_buckets(params, reverse_order(6), {.first_bucket_bytes = 100, .bucket_bytes = 200});
   ASSERT_EQ(buckets.size(), 3u);
-  EXPECT_EQ(buckets[0].params, (std::vector<size_t>{5}));  // p4 would make 140 > 100
+  EXPECT_EQ(buckets[0].params, (std::vector<size_t>{5}));        // p4 would make 140 > 100
   EXPECT_EQ(buckets[1].params, (std::vector<size_t>{4, 3, 2}));  // 120+40+40 = 200: fits exactly
   EXPECT_EQ(buckets[1].offsets, (std::vector<size_t>{0, 30, 40}));
   EXPECT_EQ(buckets[1].count, 50u);
@@ -25,7 +26,8 @@ TEST(BucketPlan, ReverseOrderFillsFirstBucketToItsCapThenLaterOnesToTheirs) {
 
 TEST(BucketPlan, ParameterLargerThanTheCapGetsABucketOfItsOwn) {
   auto params = float_params({4, 1000, 4});
-  auto buckets = assign_buckets(params, reverse_order(3), {.first_bucket_bytes = 64, .bucket_bytes = 64});
+  auto buckets =
+      assign_buckets(params, reverse_order(3), {.first_bucket_bytes = 64, .bucket_bytes = 64});
   ASSERT_EQ(buckets.size(), 3u);
   EXPECT_EQ(buckets[0].params, (std::vector<size_t>{2}));
   EXPECT_EQ(buckets[1].params, (std::vector<size_t>{1}));
@@ -44,8 +46,8 @@ TEST(BucketPlan, DefaultCapsOnTheOverlapMlp) {
 }
 
 TEST(BucketPlan, DtypesGetSeparateBucketsOrderedByFirstArrival) {
-  std::vector<ParamSpec> params = {{"a", 4, DType::f32}, {"b", 4, DType::f64}, {"c", 4, DType::f32},
-                                   {"d", 4, DType::f64}};
+  std::vector<ParamSpec> params = {
+      {"a", 4, DType::f32}, {"b", 4, DType::f64}, {"c", 4, DType::f32}, {"d", 4, DType::f64}};
   std::vector<size_t> order = {1, 0, 3, 2};
   auto buckets = assign_buckets(params, order, {.first_bucket_bytes = 1024, .bucket_bytes = 1024});
   ASSERT_EQ(buckets.size(), 2u);

@@ -18,8 +18,8 @@ using testing::VectorGrads;
 // Rank r's gradient element i: spread over several orders of magnitude, up to `magnitude`.
 double g_magnitude = 600.0 * 100;
 float value(int r, size_t i) {
-  return static_cast<float>(std::sin(0.37 * i + r) * std::pow(10.0, static_cast<double>(i % 5) - 4) *
-                            g_magnitude);
+  return static_cast<float>(std::sin(0.37 * i + r) *
+                            std::pow(10.0, static_cast<double>(i % 5) - 4) * g_magnitude);
 }
 
 // With values up to `magnitude`: near the top of f16's range (65504), a sum of three overflows
@@ -42,7 +42,8 @@ void check_compressed(DType wire, bool divide, double tolerance, double magnitud
     for (int it = 0; it < 2; ++it) {
       for (size_t p = 0; p < 2; ++p) {
         grads.grads[p].resize(params[p].count);
-        for (size_t i = 0; i < params[p].count; ++i) grads.grads[p][i] = value(pg.rank() + it, i + p);
+        for (size_t i = 0; i < params[p].count; ++i)
+          grads.grads[p][i] = value(pg.rank() + it, i + p);
       }
       reducer.begin_backward();
       reducer.mark_ready(1);
@@ -54,7 +55,8 @@ void check_compressed(DType wire, bool divide, double tolerance, double magnitud
           for (int r = 0; r < world; ++r) expected += value(r + it, i + p);
           expected /= world;
           double scale = 0;
-          for (int r = 0; r < world; ++r) scale = std::max<double>(scale, std::fabs(value(r + it, i + p)));
+          for (int r = 0; r < world; ++r)
+            scale = std::max<double>(scale, std::fabs(value(r + it, i + p)));
           ASSERT_NEAR(grads.grads[p][i], expected, tolerance * scale + 1e-6)
               << dtype_name(wire) << " p" << p << "[" << i << "] rank " << pg.rank();
         }

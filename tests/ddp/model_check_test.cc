@@ -57,8 +57,9 @@ TEST(ModelCheck, NamesDtypeNameAndMissingParameterDifferences) {
     if (rank == 1) p[3].dtype = "double";
     return p;
   });
-  EXPECT_NE(dtype.find("parameter #3: rank 0: 'fc2.bias' [10] float; rank 1: 'fc2.bias' [10] double"),
-            std::string::npos)
+  EXPECT_NE(
+      dtype.find("parameter #3: rank 0: 'fc2.bias' [10] float; rank 1: 'fc2.bias' [10] double"),
+      std::string::npos)
       << dtype;
   std::string missing = mismatch_text(2, [](int rank) {
     auto p = mlp(16);

@@ -16,9 +16,9 @@
 namespace lockstep::ddp {
 namespace {
 
+using lockstep::testing::spawn_groups;
 using testing::float_params;
 using testing::VectorGrads;
-using lockstep::testing::spawn_groups;
 
 // Rank r's gradient of parameter p at element i in iteration it: small integers.
 float grad_value(int r, size_t p, size_t i, int it) {
@@ -118,7 +118,8 @@ TEST(Reducer, LaunchesEachBucketOnceItIsFullAndOnlyAfterTheBucketsBeforeIt) {
     for (size_t k = 0; k < log.buckets.size(); ++k) {
       for (size_t b = 0; b <= log.buckets[k]; ++b) {
         for (size_t p : reducer.buckets()[b].params) {
-          EXPECT_TRUE(log.ready_at_launch[k][p]) << "bucket " << log.buckets[k] << " launched before p" << p << " was ready";
+          EXPECT_TRUE(log.ready_at_launch[k][p])
+              << "bucket " << log.buckets[k] << " launched before p" << p << " was ready";
         }
       }
     }
@@ -147,7 +148,8 @@ TEST(Reducer, RebuildsOnceInRankZerosArrivalOrderWithTheSameLayoutOnEveryRank) {
       // The averages survive the move to the new buckets: slots hold them after the rebuild.
       for (size_t p = 0; p < params.size(); ++p) {
         ASSERT_NEAR(grads.grads[p][3], grad_average(world, p, 3, it), 1e-5);
-        ASSERT_NEAR(static_cast<float*>(reducer.slot(p).data)[3], grad_average(world, p, 3, it), 1e-5);
+        ASSERT_NEAR(static_cast<float*>(reducer.slot(p).data)[3], grad_average(world, p, 3, it),
+                    1e-5);
       }
       if (it == 0) std::reverse(order.begin(), order.end());  // later orders change nothing
     }
@@ -157,7 +159,8 @@ TEST(Reducer, RebuildsOnceInRankZerosArrivalOrderWithTheSameLayoutOnEveryRank) {
     layouts[pg.rank()] = reducer.buckets();
   });
   std::vector<size_t> rank0_order = {0, 1, 2, 3, 4, 5};
-  auto expected = assign_buckets(params, rank0_order, {.first_bucket_bytes = 64, .bucket_bytes = 64});
+  auto expected =
+      assign_buckets(params, rank0_order, {.first_bucket_bytes = 64, .bucket_bytes = 64});
   for (int r = 0; r < world; ++r) EXPECT_EQ(layouts[r], expected) << "rank " << r;
   EXPECT_EQ(expected[0].params, (std::vector<size_t>{0, 1}));
 }
@@ -231,8 +234,9 @@ TEST(Reducer, EarlyUnusedMarkLaunchesBucketsAndALateGradientStillCountsUntilItsB
   auto params = float_params({8, 8, 8, 8});  // buckets {p3, p2}, {p1, p0}
   spawn_groups(2, [&](ProcessGroup& pg) {
     VectorGrads grads(params);
-    Reducer reducer(params, pg, grads,
-                    {.sizes = {.first_bucket_bytes = 64, .bucket_bytes = 64}, .rebuild_buckets = false});
+    Reducer reducer(
+        params, pg, grads,
+        {.sizes = {.first_bucket_bytes = 64, .bucket_bytes = 64}, .rebuild_buckets = false});
     fill(grads, params, pg.rank(), 0);
     reducer.begin_backward();
     std::vector<size_t> unused = {3, 0};
@@ -245,13 +249,15 @@ TEST(Reducer, EarlyUnusedMarkLaunchesBucketsAndALateGradientStillCountsUntilItsB
       reducer.mark_ready(3);
       ADD_FAILURE() << "no error for a gradient after its bucket was sent";
     } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find("'p3' got a gradient on rank"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'p3' got a gradient on rank"), std::string::npos)
+          << e.what();
     }
     try {
       reducer.mark_ready(2);
       ADD_FAILURE() << "no error for a second gradient";
     } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find("'p2' got a gradient twice"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'p2' got a gradient twice"), std::string::npos)
+          << e.what();
     }
     reducer.mark_ready(1);
     reducer.finalize();

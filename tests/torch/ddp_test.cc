@@ -18,8 +18,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,9 +45,7 @@ struct MlpImpl : nn::Module {
       : fc1(register_module("fc1", nn::Linear(8, hidden))),
         fc2(register_module("fc2", nn::Linear(hidden, hidden))),
         fc3(register_module("fc3", nn::Linear(hidden, 4))) {}
-  at::Tensor forward(at::Tensor x) {
-    return fc3(::torch::relu(fc2(::torch::relu(fc1(x)))));
-  }
+  at::Tensor forward(at::Tensor x) { return fc3(::torch::relu(fc2(::torch::relu(fc1(x))))); }
   nn::Linear fc1, fc2, fc3;
 };
 TORCH_MODULE(Mlp);
@@ -80,8 +81,21 @@ struct BranchyImpl : nn::Module {
 };
 TORCH_MODULE(Branchy);
 
+// Registers the head before the body but runs the body first: gradients arrive head first, not
+// in reverse registration order, so the buckets are rebuilt after the first iteration.
+struct ReorderedImpl : nn::Module {
+  ReorderedImpl()
+      : head(register_module("head", nn::Linear(16, 4))),
+        body(register_module("body", nn::Linear(8, 16))) {}
+  at::Tensor forward(at::Tensor x) { return head(::torch::relu(body(x))); }
+  nn::Linear head, body;
+};
+TORCH_MODULE(Reordered);
+
 // Whether shard r uses the branch at step t: with 2 ranks, no rank uses it when t % 3 == 1.
-bool uses_extra(int rank, int step) { return (rank + step) % 3 == 0; }
+bool uses_extra(int rank, int step) {
+  return (rank + step) % 3 == 0;
+}
 
 // Inputs and targets of every step: rows [(m * world + r) * kBatch, +kBatch) are rank r's
 // micro-batch m.
@@ -159,6 +173,7 @@ void expect_equivalent(int world, const DdpOptions& options, RankStep rank_step,
   ASSERT_GT(relative_diff(initial[0], expected[0]), std::min(100 * tolerance, 0.1));
   const size_t num_params = reference->parameters().size();
 
+  std::vector<double> worst(world, 0.0);
   spawn_groups(world, [&](ProcessGroup& pg) {
     Net net;
     if (pg.rank() == 0) load(*net, initial);
@@ -173,14 +188,20 @@ void expect_equivalent(int world, const DdpOptions& options, RankStep rank_step,
     for (size_t i = 0; i < got.size(); ++i) {
       bool is_param = i < num_params;
       if (!is_param && (pg.rank() != 0 || !got[i].is_floating_point())) continue;
-      EXPECT_LE(relative_diff(got[i], expected[i]), tolerance)
-          << "rank " << pg.rank() << (is_param ? " parameter #" : " buffer #") << i;
+      double diff = relative_diff(got[i], expected[i]);
+      worst[pg.rank()] = std::max(worst[pg.rank()], diff);
+      EXPECT_LE(diff, tolerance) << "rank " << pg.rank()
+                                 << (is_param ? " parameter #" : " buffer #") << i;
     }
     if (check) check(ddp, net, pg.rank());
   });
+  std::printf("[ddp equivalence] world %d: largest relative difference %.2g (tolerance %.0g)\n",
+              world, *std::max_element(worst.begin(), worst.end()), tolerance);
 }
 
-at::Tensor mse(const at::Tensor& a, const at::Tensor& b) { return F::mse_loss(a, b); }
+at::Tensor mse(const at::Tensor& a, const at::Tensor& b) {
+  return F::mse_loss(a, b);
+}
 
 class DdpEquivalence : public ::testing::TestWithParam<int> {};
 
@@ -210,7 +231,8 @@ at::Tensor bn_shard_forward(BnNet& net, const Data& d, int t, int r, int micro) 
 // buffers before it and the forward changes nothing, so every rank must hold rank 0's buffers.
 void expect_buffers_broadcast(DistributedDataParallel<BnNet>& ddp, BnNet& net, int rank,
                               const Data& d) {
-  std::vector<at::Tensor> before_rank0 = {net->bn->running_mean.clone(), net->bn->running_var.clone()};
+  std::vector<at::Tensor> before_rank0 = {net->bn->running_mean.clone(),
+                                          net->bn->running_var.clone()};
   net->bn->options.momentum(0.0);
   ddp(d.shard_x(0, rank));
   net->bn->options.momentum(0.1);
@@ -221,7 +243,8 @@ void expect_buffers_broadcast(DistributedDataParallel<BnNet>& ddp, BnNet& net, i
     pg.all_gather(BufferView{mine.data_ptr(), static_cast<size_t>(mine.numel()), DType::f32},
                   BufferView{all.data_ptr(), static_cast<size_t>(all.numel()), DType::f32})
         ->wait();
-    for (int q = 1; q < pg.size(); ++q) EXPECT_TRUE(all[q].equal(all[0])) << "rank " << q << " vs 0";
+    for (int q = 1; q < pg.size(); ++q)
+      EXPECT_TRUE(all[q].equal(all[0])) << "rank " << q << " vs 0";
   }
   if (rank == 0) EXPECT_TRUE(net->bn->running_mean.equal(before_rank0[0]));
 }
@@ -237,7 +260,8 @@ TEST_P(DdpEquivalence, CnnWithBatchNormAndBroadcastBuffers) {
         for (int r = 1; r < world; ++r) loss = loss + bn_shard_forward(net, d, t, r, 0);
         (loss / world).backward();
       },
-      1e-5, [&](auto& ddp, BnNet& net, int rank) {
+      1e-5,
+      [&](auto& ddp, BnNet& net, int rank) {
         EXPECT_EQ(ddp.stats().buffer_broadcasts, kSteps);
         expect_buffers_broadcast(ddp, net, rank, d);
       });
@@ -262,7 +286,8 @@ TEST_P(DdpEquivalence, TwoForwardsBeforeOneBackwardWithBatchNorm) {
         }
         (loss / world).backward();
       },
-      1e-5, [](auto& ddp, BnNet&, int) {
+      1e-5,
+      [](auto& ddp, BnNet&, int) {
         EXPECT_EQ(ddp.stats().buffer_broadcasts, kSteps);  // once per iteration, not per forward
       });
 }
@@ -332,7 +357,8 @@ TEST_P(DdpEquivalence, GradientAsBucketView) {
   const int world = GetParam();
   Data d = make_data(world, 1, {8});
   // Small buckets, so the layout has several buckets of several parameters.
-  DdpOptions options{.first_bucket_bytes = 300, .bucket_bytes = 1200, .gradient_as_bucket_view = true};
+  DdpOptions options{
+      .first_bucket_bytes = 300, .bucket_bytes = 1200, .gradient_as_bucket_view = true};
   expect_equivalent<Mlp>(
       world, options,
       [&](auto& ddp, int r, int t) { mse(ddp(d.shard_x(t, r)), d.shard_y(t, r)).backward(); },
@@ -367,6 +393,37 @@ TEST_P(DdpEquivalence, Fp16CompressionWithinOnePercent) {
       [&](Mlp& net, int t) { mse(net(d.x[t]), d.y[t]).backward(); }, 1e-2);
 }
 
+TEST_P(DdpEquivalence, BucketsRebuiltInArrivalOrderKeepGradientViews) {
+  const int world = GetParam();
+  Data d = make_data(world, 1, {8});
+  DdpOptions options{
+      .first_bucket_bytes = 300, .bucket_bytes = 600, .gradient_as_bucket_view = true};
+  expect_equivalent<Reordered>(
+      world, options,
+      [&](auto& ddp, int r, int t) {
+        if (t == 0) {  // before any backward: reverse registration order, the body first
+          EXPECT_EQ(ddp.bucket_layout().front().front(), "body.bias");
+        }
+        mse(ddp(d.shard_x(t, r)), d.shard_y(t, r)).backward();
+      },
+      [&](Reordered& net, int t) { mse(net(d.x[t]), d.y[t]).backward(); }, 1e-5,
+      [](auto& ddp, Reordered& net, int rank) {
+        EXPECT_EQ(ddp.stats().bucket_rebuilds, 1);
+        auto layout = ddp.bucket_layout();
+        ASSERT_EQ(layout.size(), 2u);  // head (272 bytes), then body (576 bytes)
+        EXPECT_EQ(std::set<std::string>(layout[0].begin(), layout[0].end()),
+                  (std::set<std::string>{"head.weight", "head.bias"}));
+        // The gradients moved with the buckets: views of the new layout, one after the other.
+        auto grad = [&](const std::string& name) { return net->named_parameters()[name].grad(); };
+        for (const auto& bucket : layout) {
+          at::Tensor first = grad(bucket[0]), second = grad(bucket[1]);
+          EXPECT_EQ(static_cast<float*>(second.data_ptr()),
+                    static_cast<float*>(first.data_ptr()) + first.numel())
+              << "rank " << rank;
+        }
+      });
+}
+
 INSTANTIATE_TEST_SUITE_P(Worlds, DdpEquivalence, ::testing::Values(2, 4),
                          [](const auto& info) { return "world" + std::to_string(info.param); });
 
@@ -397,7 +454,8 @@ TEST(DdpCompression, Fp16IsApproximateAndBf16WithinFivePercent) {
       if (pg.rank() == 0) (compress ? compressed : exact) = snapshot(*net);
     });
   }
-  for (size_t i = 0; i < exact.size(); ++i) worst = std::max(worst, relative_diff(compressed[i], exact[i]));
+  for (size_t i = 0; i < exact.size(); ++i)
+    worst = std::max(worst, relative_diff(compressed[i], exact[i]));
   EXPECT_GT(worst, 1e-7);
   EXPECT_LT(worst, 1e-2);
 }
@@ -435,9 +493,11 @@ TEST(DdpWarnings, UnusedParameterIsNamedOnceByEachRankThatSkippedIt) {
   spawn_groups(2, [&](ProcessGroup& pg) {
     Branchy net;
     DistributedDataParallel ddp(net, share(pg));
-    for (int t = 0; t < 6; ++t) {  // rank 1 skips the branch at t = 0, 1, 3, 4; rank 0 at 1, 2, 4, 5
+    for (int t = 0; t < 6;
+         ++t) {  // rank 1 skips the branch at t = 0, 1, 3, 4; rank 0 at 1, 2, 4, 5
       net->zero_grad();
-      mse(ddp(d.shard_x(t, pg.rank()), uses_extra(pg.rank(), t)), d.shard_y(t, pg.rank())).backward();
+      mse(ddp(d.shard_x(t, pg.rank()), uses_extra(pg.rank(), t)), d.shard_y(t, pg.rank()))
+          .backward();
     }
   });
   std::string err = ::testing::internal::GetCapturedStderr();

@@ -33,7 +33,7 @@ namespace lockstep::torch {
 
 // One bucket of gradients, as a hook sees it.
 struct GradBucket {
-  size_t index = 0;   // position in launch order: 0 is launched first
+  size_t index = 0;      // position in launch order: 0 is launched first
   bool is_last = false;  // the last bucket of this backward pass
   // Flat, contiguous, 1-D; the dtype of the bucket's parameters. A view of DDP's own memory: the
   // hook reduces it in place. Valid until the hook's finish step has returned.

@@ -123,11 +123,11 @@ class [[nodiscard]] NoSyncGuard {
 
 // Counters, for tests, benchmarks and logging.
 struct DdpStats {
-  int64_t synced_backwards = 0;      // backward passes that averaged gradients
-  int64_t buffer_broadcasts = 0;     // iterations whose buffers were broadcast
-  int64_t bucket_rebuilds = 0;       // 0 or 1
-  int64_t early_launched = 0;        // buckets launched before the end of backward, in total
-  int64_t buckets_launched = 0;      // buckets launched, in total
+  int64_t synced_backwards = 0;   // backward passes that averaged gradients
+  int64_t buffer_broadcasts = 0;  // iterations whose buffers were broadcast
+  int64_t bucket_rebuilds = 0;    // 0 or 1
+  int64_t early_launched = 0;     // buckets launched before the end of backward, in total
+  int64_t buckets_launched = 0;   // buckets launched, in total
   // Time backward spent at its end waiting for the buckets' communication (what overlap did not
   // hide), in total.
   double comm_wait_seconds = 0;

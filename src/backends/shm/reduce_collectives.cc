@@ -101,11 +101,24 @@ void run_all_reduce(Collective& x) {
       const Range part = part_of(op.count, c, per_round);
       std::memcpy(x.chunk(x.me, c), in + part.begin * es, part.size() * es);
     };
+    static const size_t stage_block = getenv("SHM_STAGE") ? atol(getenv("SHM_STAGE")) : 0;  // EXPERIMENT
+    static const bool stage_nt = getenv("SHM_STAGE_NT") ? atoi(getenv("SHM_STAGE_NT")) : 1;
     auto reduce_all = [&](size_t c) {
       const Range part = part_of(op.count, c, per_round);
-      for (int q = 0; q < x.n; ++q) srcs[static_cast<size_t>(q)] = x.chunk(q, c);
-      x.reducer.reduce(out + part.begin * es, srcs.data(), x.n, part.size(), op.dtype,
-                       op.reduce_op);
+      if (stage_block == 0) {
+        for (int q = 0; q < x.n; ++q) srcs[static_cast<size_t>(q)] = x.chunk(q, c);
+        x.reducer.reduce(out + part.begin * es, srcs.data(), x.n, part.size(), op.dtype, op.reduce_op);
+        return;
+      }
+      std::byte* stage = x.reducer.staging(stage_block);
+      const size_t per_block = stage_block / es;
+      for (size_t b = 0; b < part.size(); b += per_block) {
+        const size_t len = std::min(per_block, part.size() - b);
+        for (int q = 0; q < x.n; ++q) srcs[static_cast<size_t>(q)] = x.chunk(q, c) + b * es;
+        x.reducer.reduce(stage, srcs.data(), x.n, len, op.dtype, op.reduce_op);
+        if (stage_nt) stream_copy(out + (part.begin + b) * es, stage, len * es);
+        else std::memcpy(out + (part.begin + b) * es, stage, len * es);
+      }
     };
     run_rounds(
         x,
