@@ -11,7 +11,8 @@ LOCKSTEP_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LOCKSTEP_BUILD_DIR="${LOCKSTEP_BUILD_DIR:-$LOCKSTEP_ROOT/build}"
 
 # Debian packages needed to build and test. Later parts of the project append theirs here
-# (libtorch-dev, libopenmpi-dev, dataset-fashion-mnist).
+# (libopenmpi-dev). libtorch-dev builds lockstep_torch and the main job, which trains on
+# dataset-fashion-mnist.
 LOCKSTEP_APT_PACKAGES=(
   cmake
   ninja-build
@@ -21,6 +22,8 @@ LOCKSTEP_APT_PACKAGES=(
   pkg-config
   zlib1g-dev
   libbenchmark-dev
+  libtorch-dev
+  dataset-fashion-mnist
 )
 
 lockstep_package_installed() {

@@ -486,6 +486,41 @@ TEST(DdpErrors, MismatchedModelNamesTheFirstDifferingParameterWithEachRanksShape
   }
 }
 
+TEST(DdpErrors, AFailureAtTheEndOfBackwardSurfacesFromBackwardAndTheNextIterationWorks) {
+  at::set_num_threads(1);
+  Data d = make_data(2, 1, {8});
+  spawn_groups(2, [&](ProcessGroup& pg) {
+    Mlp net;
+    int calls = 0;
+    CommHook failing_once = [&calls, average = allreduce_hook()](ProcessGroup& g, GradBucket& b) {
+      HookWork work = average(g, b);
+      if (calls++ == 0) {
+        work.finish = [] { throw std::runtime_error("boom in the finish step"); };
+      }
+      return work;
+    };
+    DistributedDataParallel ddp(net, share(pg), {.comm_hook = failing_once});
+    net->zero_grad();
+    try {
+      mse(ddp(d.shard_x(0, pg.rank())), d.shard_y(0, pg.rank())).backward();
+      ADD_FAILURE() << "backward did not throw";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("boom in the finish step"), std::string::npos)
+          << e.what();
+    }
+    net->zero_grad();
+    mse(ddp(d.shard_x(1, pg.rank())), d.shard_y(1, pg.rank())).backward();
+    // Averaged again: both ranks hold the same gradient.
+    at::Tensor mine = net->fc1->weight.grad().clone();
+    at::Tensor all = ::torch::zeros({2, mine.numel()});
+    pg.all_gather(BufferView{mine.data_ptr(), static_cast<size_t>(mine.numel()), DType::f32},
+                  BufferView{all.data_ptr(), static_cast<size_t>(all.numel()), DType::f32})
+        ->wait();
+    EXPECT_TRUE(all[0].equal(all[1]));
+    EXPECT_EQ(ddp.stats().synced_backwards, 1);
+  });
+}
+
 TEST(DdpWarnings, UnusedParameterIsNamedOnceByEachRankThatSkippedIt) {
   at::set_num_threads(1);
   Data d = make_data(2, 1, {8});
