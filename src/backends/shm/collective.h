@@ -23,8 +23,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 
 #include "backends/shm/layout.h"
 #include "backends/shm/reducer.h"
@@ -78,21 +76,13 @@ struct RoundPlan {
   bool finishes = false;  // this rank reads again after every rank's B(c)
 };
 
-inline double phase_ns[6];
-struct PhasePrinter { ~PhasePrinter(); };
-inline PhasePrinter::~PhasePrinter() { if (getenv("SHM_STATS")) fprintf(stderr, "phases ms: reuse-wait %.1f produce %.1f waitA %.1f consume %.1f waitB %.1f finish %.1f\n", phase_ns[0]/1e6, phase_ns[1]/1e6, phase_ns[2]/1e6, phase_ns[3]/1e6, phase_ns[4]/1e6, phase_ns[5]/1e6); }
-inline PhasePrinter phase_printer;
 template <class Produce, class Consume, class Finish>
 void run_rounds(Collective& x, const RoundPlan& plan, Produce produce, Consume consume,
                 Finish finish) {
-  auto t = Clock::now();
-  auto lap = [&](int k) { auto n = Clock::now(); phase_ns[k] += (n - t).count(); t = n; };
   for (size_t c = 0; c < plan.rounds; ++c) {
     if (plan.produces) {
       if (c >= kChunkDepth) x.sync.wait_all(x.produced(c + 1 - kChunkDepth), x.op);
-      lap(0);
       produce(c);
-      lap(1);
     }
     x.sync.bump();  // A(c)
     if (plan.consumes) {
@@ -100,16 +90,12 @@ void run_rounds(Collective& x, const RoundPlan& plan, Produce produce, Consume c
         x.sync.wait_all(x.produced(c), x.op);
       else if (plan.source != x.me)
         x.sync.wait_step(plan.source, x.produced(c), x.op);
-      lap(2);
       consume(c);
-      lap(3);
     }
     x.sync.bump();  // B(c)
     if (plan.finishes) {
       x.sync.wait_all(x.consumed(c), x.op);
-      lap(4);
       finish(c);
-      lap(5);
     }
   }
 }

@@ -1,7 +1,6 @@
 #include "backends/shm/layout.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace lockstep::shm {
 
@@ -16,9 +15,6 @@ size_t round_up(size_t v, size_t to) {
 }  // namespace
 
 size_t chunk_bytes_for(int n) {
-  if (const char* v = getenv("SHM_CHUNK"))
-    return round_up(std::clamp<size_t>(atol(v) / std::max(n, 1), 16384, 1 << 24),
-                    kPage);  // EXPERIMENT
   // 512 KiB per rank for up to 8 ranks; larger groups keep the total near 4 MiB per buffer.
   size_t bytes = std::clamp<size_t>(4 * 1024 * 1024 / static_cast<size_t>(std::max(n, 1)),
                                     64 * 1024, 512 * 1024);

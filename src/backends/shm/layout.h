@@ -15,7 +15,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 
 #include "algorithms/message_header.h"
 
@@ -28,7 +27,7 @@ inline constexpr size_t kAbortReasonBytes = 2048;
 
 // Sizes (docs/shm.md has the measurements behind them).
 inline constexpr size_t kSmallSlotBytes = 64 * 1024;  // per rank and op parity
-inline const size_t kChunkDepth = std::getenv("SHM_DEPTH") ? std::strtoul(std::getenv("SHM_DEPTH"), nullptr, 10) : 2;  // EXPERIMENT
+inline constexpr size_t kChunkDepth = 2;              // chunk buffers per rank (double buffering)
 inline constexpr size_t kMailboxDepth = 2;            // buffers per ordered pair
 
 // Chunk buffer bytes for a group of n ranks: large enough to amortise a sync, small enough that

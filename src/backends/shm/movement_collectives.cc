@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/shm/collective.h"
+#include "backends/shm/copy.h"
 
 namespace lockstep::shm {
 
@@ -27,6 +28,15 @@ void copy_bytes(void* dst, const void* src, size_t bytes) {
   if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
 }
 
+// Into a large output (see kStreamOutputBytes): non-temporal stores.
+void copy_out_bytes(bool streaming, void* dst, const void* src, size_t bytes) {
+  if (dst != src) copy_out(streaming, dst, src, bytes);
+}
+
+bool streams(size_t output_bytes) {
+  return output_bytes >= kStreamOutputBytes;
+}
+
 std::vector<size_t> offsets_of(const std::vector<size_t>& counts) {
   std::vector<size_t> offset(counts.size() + 1, 0);
   std::partial_sum(counts.begin(), counts.end(), offset.begin() + 1);
@@ -35,6 +45,16 @@ std::vector<size_t> offsets_of(const std::vector<size_t>& counts) {
 
 size_t largest(const std::vector<size_t>& counts) {
   return counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+}
+
+// The largest count any rank sends to any rank in this all_to_all (from the published counts).
+size_t largest_send(const Collective& x) {
+  size_t most = 0;
+  for (int i = 0; i < x.n; ++i) {
+    const uint64_t* theirs = x.seg.counts(i, x.parity);
+    most = std::max<size_t>(most, *std::max_element(theirs, theirs + x.n));
+  }
+  return most;
 }
 
 }  // namespace
@@ -54,9 +74,10 @@ void run_broadcast(Collective& x) {
     const Range part = part_of(bytes, c, per_round);
     copy_bytes(x.chunk(x.me, c), bytes_of(op.input) + part.begin, part.size());
   };
+  const bool streaming = streams(bytes);
   auto consume = [&](size_t c) {
     const Range part = part_of(bytes, c, per_round);
-    copy_bytes(bytes_of(op.output) + part.begin, x.chunk(op.root, c), part.size());
+    copy_out_bytes(streaming, bytes_of(op.output) + part.begin, x.chunk(op.root, c), part.size());
   };
   run_rounds(x,
              RoundPlan{.rounds = rounds_for(bytes, per_round),
@@ -88,6 +109,7 @@ void run_gather(Collective& x) {
     const Range part = part_of(op.counts[me], c, per_round);
     copy_bytes(x.chunk(x.me, c), bytes_of(op.input) + part.begin * es, part.size() * es);
   };
+  const bool streaming = streams(offset.back() * es);
   auto consume = [&](size_t c) {
     for (size_t q = 0; q < op.counts.size(); ++q) {
       const Range part = part_of(op.counts[q], c, per_round);
@@ -95,7 +117,8 @@ void run_gather(Collective& x) {
       const void* src = q != me     ? x.chunk(static_cast<int>(q), c)
                         : publishes ? x.chunk(x.me, c)
                                     : bytes_of(op.input) + part.begin * es;
-      copy_bytes(bytes_of(op.output) + (offset[q] + part.begin) * es, src, part.size() * es);
+      copy_out_bytes(streaming, bytes_of(op.output) + (offset[q] + part.begin) * es, src,
+                     part.size() * es);
     }
   };
   run_rounds(x,
@@ -128,10 +151,11 @@ void run_scatter(Collective& x) {
                  part.size() * es);
     }
   };
+  const bool streaming = streams(op.counts[me] * es);
   auto consume = [&](size_t c) {
     const Range part = part_of(op.counts[me], c, per_round);
-    copy_bytes(bytes_of(op.output) + part.begin * es, x.chunk(op.root, c) + me * region,
-               part.size() * es);
+    copy_out_bytes(streaming, bytes_of(op.output) + part.begin * es,
+                   x.chunk(op.root, c) + me * region, part.size() * es);
   };
   run_rounds(x,
              RoundPlan{.rounds = rounds_for(largest(op.counts), per_round),
@@ -163,11 +187,7 @@ void run_all_to_all(Collective& x) {
     }
     return;
   }
-  size_t most = 0;  // the largest count any rank sends to any rank
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t* theirs = x.seg.counts(static_cast<int>(i), x.parity);
-    most = std::max<size_t>(most, *std::max_element(theirs, theirs + n));
-  }
+  const size_t most = largest_send(x);
   const size_t region = x.region_bytes(), per_round = region / es;
   auto produce = [&](size_t c) {
     for (size_t j = 0; j < n; ++j) {
@@ -177,12 +197,13 @@ void run_all_to_all(Collective& x) {
                  bytes_of(op.input) + (send_offset[j] + part.begin) * es, part.size() * es);
     }
   };
+  const bool streaming = streams(recv_offset.back() * es);
   auto consume = [&](size_t c) {
     for (size_t i = 0; i < n; ++i) {
       if (i == me) continue;
       const Range part = part_of(op.recv_counts[i], c, per_round);
-      copy_bytes(out + (recv_offset[i] + part.begin) * es,
-                 x.chunk(static_cast<int>(i), c) + me * region, part.size() * es);
+      copy_out_bytes(streaming, out + (recv_offset[i] + part.begin) * es,
+                     x.chunk(static_cast<int>(i), c) + me * region, part.size() * es);
     }
   };
   run_rounds(x,

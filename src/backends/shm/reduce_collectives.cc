@@ -37,6 +37,8 @@ bool overlaps(const void* a, size_t n, const void* b, size_t m) {
   return n > 0 && m > 0 && bytes_of(a) < bytes_of(b) + m && bytes_of(b) < bytes_of(a) + n;
 }
 
+void all_reduce_pipelined(Collective& x, bool deliver);
+
 void reduce_small(Collective& x, void* out, size_t offset_elems, size_t count) {
   const void** srcs = x.reducer.sources(x.n);
   for (int q = 0; q < x.n; ++q) srcs[q] = x.small(q) + offset_elems * x.es;
@@ -55,14 +57,19 @@ void run_all_reduce(Collective& x) {
     if (deliver) reduce_small(x, op.output, 0, op.count);
     return;
   }
+  all_reduce_pipelined(x, deliver);
+}
+
+namespace {
+
+// The large-data path of all_reduce and reduce (see the top of this file).
+void all_reduce_pipelined(Collective& x, bool deliver) {
+  const Op& op = x.op;
+  const size_t es = x.es, bytes = op.count * es;
   const size_t per_round = x.chunk_bytes() / es;
   const auto* in = bytes_of(op.input);
   auto* out = bytes_of(op.output);
-  // EXPERIMENT
-  static const bool nt_on = getenv("SHM_NT") ? atoi(getenv("SHM_NT")) : 1;
-  auto put = nt_on && bytes >= kStreamOutputBytes
-                 ? stream_copy
-                 : [](void* d, const void* s, size_t b) { std::memcpy(d, s, b); };
+  const bool streaming = bytes >= kStreamOutputBytes;
   std::vector<const void*> srcs(static_cast<size_t>(x.n));
   auto produce = [&](size_t c) {
     const Range part = part_of(op.count, c, per_round), mine = slice_of(part.size(), x.me, x.n, es);
@@ -70,62 +77,25 @@ void run_all_reduce(Collective& x) {
     std::memcpy(x.chunk(x.me, c) + mine.end * es, in + (part.begin + mine.end) * es,
                 (part.size() - mine.end) * es);
   };
-  static const bool own_copy =
-      getenv("SHM_OWNCOPY") ? atoi(getenv("SHM_OWNCOPY")) : 1;  // EXPERIMENT
-  std::byte* own = x.reducer.staging(x.chunk_bytes());
   auto consume = [&](size_t c) {
     const Range part = part_of(op.count, c, per_round), mine = slice_of(part.size(), x.me, x.n, es);
-    const std::byte* own_src = in + (part.begin + mine.begin) * es;
-    if (own_copy) {
-      std::memcpy(own, own_src, mine.size() * es);
-      own_src = own;
-    }
     for (int q = 0; q < x.n; ++q)
-      srcs[static_cast<size_t>(q)] = q == x.me ? own_src : x.chunk(q, c) + mine.begin * es;
+      srcs[static_cast<size_t>(q)] =
+          q == x.me ? in + (part.begin + mine.begin) * es : x.chunk(q, c) + mine.begin * es;
     std::byte* result = x.chunk(x.me, c) + mine.begin * es;
     x.reducer.reduce(result, srcs.data(), x.n, mine.size(), op.dtype, op.reduce_op);
-    if (deliver) put(out + (part.begin + mine.begin) * es, result, mine.size() * es);
+    if (deliver)
+      copy_out(streaming, out + (part.begin + mine.begin) * es, result, mine.size() * es);
   };
   auto finish = [&](size_t c) {
     const Range part = part_of(op.count, c, per_round);
     for (int q = 0; q < x.n; ++q) {
       if (q == x.me) continue;
       const Range s = slice_of(part.size(), q, x.n, es);
-      put(out + (part.begin + s.begin) * es, x.chunk(q, c) + s.begin * es, s.size() * es);
+      copy_out(streaming, out + (part.begin + s.begin) * es, x.chunk(q, c) + s.begin * es,
+               s.size() * es);
     }
   };
-  static const int direct_max =
-      getenv("SHM_DIRECT") ? atoi(getenv("SHM_DIRECT")) : 2;  // EXPERIMENT
-  if (x.n <= direct_max) {
-    auto produce_all = [&](size_t c) {
-      const Range part = part_of(op.count, c, per_round);
-      std::memcpy(x.chunk(x.me, c), in + part.begin * es, part.size() * es);
-    };
-    static const size_t stage_block = getenv("SHM_STAGE") ? atol(getenv("SHM_STAGE")) : 0;  // EXPERIMENT
-    static const bool stage_nt = getenv("SHM_STAGE_NT") ? atoi(getenv("SHM_STAGE_NT")) : 1;
-    auto reduce_all = [&](size_t c) {
-      const Range part = part_of(op.count, c, per_round);
-      if (stage_block == 0) {
-        for (int q = 0; q < x.n; ++q) srcs[static_cast<size_t>(q)] = x.chunk(q, c);
-        x.reducer.reduce(out + part.begin * es, srcs.data(), x.n, part.size(), op.dtype, op.reduce_op);
-        return;
-      }
-      std::byte* stage = x.reducer.staging(stage_block);
-      const size_t per_block = stage_block / es;
-      for (size_t b = 0; b < part.size(); b += per_block) {
-        const size_t len = std::min(per_block, part.size() - b);
-        for (int q = 0; q < x.n; ++q) srcs[static_cast<size_t>(q)] = x.chunk(q, c) + b * es;
-        x.reducer.reduce(stage, srcs.data(), x.n, len, op.dtype, op.reduce_op);
-        if (stage_nt) stream_copy(out + (part.begin + b) * es, stage, len * es);
-        else std::memcpy(out + (part.begin + b) * es, stage, len * es);
-      }
-    };
-    run_rounds(
-        x,
-        RoundPlan{.rounds = rounds_for(op.count, per_round), .produces = true, .consumes = deliver},
-        produce_all, reduce_all, [](size_t) {});
-    return;
-  }
   run_rounds(x,
              RoundPlan{.rounds = rounds_for(op.count, per_round),
                        .produces = true,
@@ -133,6 +103,8 @@ void run_all_reduce(Collective& x) {
                        .finishes = deliver},
              produce, consume, finish);
 }
+
+}  // namespace
 
 void run_reduce_scatter(Collective& x) {
   const Op& op = x.op;

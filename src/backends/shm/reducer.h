@@ -21,11 +21,6 @@ class Reducer {
     sources_.resize(static_cast<size_t>(n));
     return sources_.data();
   }
-  // Scratch of at least `bytes` bytes, kept between ops (no page faults in the hot loop).
-  std::byte* staging(size_t bytes) {
-    if (staging_.size() < bytes) staging_.resize(bytes);
-    return staging_.data();
-  }
 
  private:
   void reduce_wide(void* dst, const void* const* srcs, int n, size_t count, DType dtype,
@@ -33,7 +28,6 @@ class Reducer {
 
   std::vector<float> acc_, tmp_;
   std::vector<const void*> sources_;
-  std::vector<std::byte> staging_;
 };
 
 }  // namespace lockstep::shm

@@ -4,7 +4,6 @@
 #include <sched.h>
 
 #include <cstdio>
-#include <cstring>
 
 #include "backends/shm/futex.h"
 #include "lockstep/core/error.h"
@@ -13,57 +12,34 @@ namespace lockstep::shm {
 
 namespace {
 
-// Spin, then yield, then sleep (see [Waiting]); measured in docs/shm.md.
-// EXPERIMENT: tunable by env
-static std::chrono::nanoseconds env_ns(const char* n, long d) {
-  const char* v = getenv(n);
-  return std::chrono::nanoseconds(v ? atol(v) : d);
-}
-static const std::chrono::nanoseconds kSpinDedicated = env_ns("SHM_SPIN_NS", 20000);
-static const std::chrono::nanoseconds kYieldDedicated = env_ns("SHM_YIELD_NS", 0);
-static const std::chrono::nanoseconds kSpinShared = env_ns("SHM_SPIN2_NS", 1000);
-static const std::chrono::nanoseconds kYieldShared = env_ns("SHM_YIELD2_NS", 60000);
+// [Waiting] policies, measured in docs/shm.md. With a core per rank, a late peer is usually a
+// few microseconds behind: spin through that. Then yield: the peer may share this core after all
+// (other processes take cores too), and a yield hands it over at once, where sleeping would cost
+// the peer a FUTEX_WAKE and us a wake-up. With more ranks than cores the peer needs this core:
+// spin only briefly. Either way, sleep when the wait outlasts the yield phase.
+struct WaitPolicy {
+  std::chrono::nanoseconds spin;
+  std::chrono::nanoseconds yield;
+};
+constexpr WaitPolicy kDedicatedCores{.spin = std::chrono::microseconds(4),
+                                     .yield = std::chrono::microseconds(60)};
+constexpr WaitPolicy kSharedCores{.spin = std::chrono::nanoseconds(250),
+                                  .yield = std::chrono::microseconds(60)};
 
-// EXPERIMENT stats
-std::atomic<long> st_fast{0}, st_spin{0}, st_yield{0}, st_sleep{0}, st_spin_ns{0}, st_yield_ns{0};
-struct StatPrinter {
-  ~StatPrinter() {
-    if (getenv("SHM_STATS"))
-      fprintf(stderr, "waits: fast %ld spin %ld (%.1f us avg) yield %ld (%.1f us avg) sleep %ld\n",
-              st_fast.load(), st_spin.load(),
-              st_spin.load() ? st_spin_ns.load() / 1e3 / st_spin.load() : 0.0, st_yield.load(),
-              st_yield.load() ? st_yield_ns.load() / 1e3 / st_yield.load() : 0.0, st_sleep.load());
-  }
-} printer;
+// Returns whether done() became true before the policy's spin and yield time ran out.
 template <class Reached>
-bool spin_then_yield(Reached done, std::chrono::nanoseconds kSpinTime,
-                     std::chrono::nanoseconds kYieldTime) {
+bool spin_then_yield(Reached done, const WaitPolicy& policy) {
   const auto start = Clock::now();
   for (int i = 1;; ++i) {
-    if (done()) {
-      st_spin++;
-      st_spin_ns += (Clock::now() - start).count();
-      return true;
-    }
+    if (done()) return true;
     _mm_pause();
-    if (i % 32 == 0 && Clock::now() - start > kSpinTime) break;
+    if (i % 8 == 0 && Clock::now() - start > policy.spin) break;
   }
   const auto yield_start = Clock::now();
-  if (kYieldTime.count() == 0) {
-    st_sleep++;
-    return false;
-  }
   for (int i = 1;; ++i) {
-    if (done()) {
-      st_yield++;
-      st_yield_ns += (Clock::now() - yield_start).count();
-      return true;
-    }
+    if (done()) return true;
     ::sched_yield();
-    if (i % 4 == 0 && Clock::now() - yield_start > kYieldTime) {
-      st_sleep++;
-      return false;
-    }
+    if (i % 4 == 0 && Clock::now() - yield_start > policy.yield) return false;
   }
 }
 
@@ -111,13 +87,7 @@ void Sync::wait_all(uint32_t target, const Op& op) const {
 void Sync::wait_word(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& waiters,
                      uint32_t target, int peer, const Op& op, WaitFor purpose) const {
   auto done = [&] { return reached(word.load(std::memory_order_acquire), target); };
-  if (done()) {
-    st_fast++;
-    return;
-  }
-  if (spin_then_yield(done, oversubscribed_ ? kSpinShared : kSpinDedicated,
-                      oversubscribed_ ? kYieldShared : kYieldDedicated))
-    return;
+  if (done() || spin_then_yield(done, oversubscribed_ ? kSharedCores : kDedicatedCores)) return;
   auto& futex_word = const_cast<std::atomic<uint32_t>&>(word);
   auto next_poll = Clock::now() + kHealthSlice;
   for (;;) {

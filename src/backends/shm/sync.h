@@ -1,11 +1,12 @@
 // Sync: how a rank waits for its peers in shared memory, and how it tells them to stop.
 //
 // [Waiting] Every wait is "until a 32-bit counter another rank bumps reaches a target" (counters
-// wrap; comparisons are wrap-safe). A wait spins briefly with pause instructions (the peer is
-// usually a few hundred nanoseconds behind), then yields the core for a while (so that ranks
-// sharing a core keep progressing), then sleeps on the counter with FUTEX_WAIT. Sleepers count
-// themselves in a waiters word next to the counter, and a bump issues FUTEX_WAKE only when that
-// word is non-zero, so the fast path makes no system call.
+// wrap; comparisons are wrap-safe). A wait spins with pause instructions (4 us when every rank
+// can have a core, 250 ns when the group has more ranks than this process has cores), then
+// yields the core for up to 60 us (so that ranks sharing a core progress), then sleeps on the
+// counter with FUTEX_WAIT. Sleepers count themselves in a waiters word next to the counter,
+// and a bump issues FUTEX_WAKE only when that word is non-zero, so the fast path makes no system
+// call.
 //
 // [Failing fast] A sleeping wait wakes at least every kHealthSlice to check, in this order: an
 // abort recorded by any rank (rethrown with that rank's cause and error class), a peer process

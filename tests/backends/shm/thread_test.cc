@@ -235,6 +235,35 @@ TEST_F(ShmThreads, EightRanksOnTwoCoresFinishAThousandSmallAllReduces) {
   EXPECT_LT(seconds[0], 30.0);
 }
 
+// Outputs of 8 MiB and more are written with non-temporal stores (copy.h); odd sizes and
+// outputs that start off a 32-byte boundary exercise the edges.
+TEST_F(ShmThreads, LargeOutputsAtOddOffsetsAreExact) {
+  const size_t count = (12 << 20) / 4 + 7;  // 12 MiB + 28 bytes of f32
+  spawn_groups(
+      3,
+      [&](ProcessGroup& pg) {
+        const int n = pg.size();
+        std::vector<float> in(count), out(count + 1);
+        for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((pg.rank() + 1) * (i % 1000));
+        pg.all_reduce(view(in), BufferView{out.data() + 1, count, DType::f32})->wait();
+        for (size_t i = 0; i < count; ++i)
+          ASSERT_EQ(out[i + 1], static_cast<float>(6 * (i % 1000))) << "all_reduce element " << i;
+        std::vector<int32_t> mine(count / 3 + 5), all(3 * mine.size() + 1);
+        for (size_t i = 0; i < mine.size(); ++i)
+          mine[i] = pg.rank() * 1'000'000 + static_cast<int32_t>(i);
+        pg.all_gather(view(mine), BufferView{all.data() + 1, 3 * mine.size(), DType::i32})->wait();
+        for (size_t i = 0; i < 3 * mine.size(); ++i)
+          ASSERT_EQ(all[i + 1], static_cast<int32_t>(i / mine.size() * 1'000'000 + i % mine.size()))
+              << "all_gather element " << i;
+        std::vector<float> b(count + 1, static_cast<float>(pg.rank()));
+        pg.broadcast(BufferView{b.data() + 1, count, DType::f32}, {.root = n - 1})->wait();
+        for (size_t i = 0; i < count; ++i)
+          ASSERT_EQ(b[i + 1], static_cast<float>(n - 1)) << "broadcast " << i;
+        ASSERT_EQ(b[0], static_cast<float>(pg.rank())) << "broadcast wrote before its buffer";
+      },
+      "shm");
+}
+
 TEST_F(ShmThreads, SendsAreDeliveredAfterTheSenderDestroysItsGroup) {
   const size_t count = 3'000'000;  // 12 MB: far more than the mailbox holds
   auto out = run_ranks(2, [&](ProcessGroup& pg) {
