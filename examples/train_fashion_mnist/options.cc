@@ -27,6 +27,13 @@ T parse_number(const std::string& option, const std::string& text, T min) {
                               "' is not a number >= " + std::to_string(min));
 }
 
+// Returns true for `yes`, false for `no`.
+bool parse_switch(const std::string& option, const std::string& text, const std::string& yes,
+                  const std::string& no) {
+  if (text == yes || text == no) return text == yes;
+  throw std::invalid_argument("--" + option + ": '" + text + "' is neither " + yes + " nor " + no);
+}
+
 const std::vector<OptionSpec>& specs() {
   static const std::vector<OptionSpec> kSpecs = {
       {"epochs", "N", "epochs to train (default 3)",
@@ -35,11 +42,20 @@ const std::vector<OptionSpec>& specs() {
        [](Options& o, const std::string& v) {
          o.batch_size = parse_number<size_t>("batch-size", v, 1);
        }},
-      {"lr", "X", "SGD learning rate (default 0.05)",
+      {"lr", "X", "SGD learning rate, the peak of the schedule (default 0.1)",
        [](Options& o, const std::string& v) { o.lr = parse_number<double>("lr", v, 0); }},
       {"momentum", "X", "SGD momentum (default 0.9)",
        [](Options& o, const std::string& v) {
          o.momentum = parse_number<double>("momentum", v, 0);
+       }},
+      {"nesterov", "on|off", "Nesterov momentum (default on)",
+       [](Options& o, const std::string& v) {
+         o.nesterov = parse_switch("nesterov", v, "on", "off");
+       }},
+      {"schedule", "cosine|constant",
+       "learning rate: cosine decay from --lr to 0 over all epochs, or constant (default cosine)",
+       [](Options& o, const std::string& v) {
+         o.cosine = parse_switch("schedule", v, "cosine", "constant");
        }},
       {"data-dir", "DIR", "Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)",
        [](Options& o, const std::string& v) { o.data_dir = v; }},
@@ -101,7 +117,7 @@ std::string usage_text() {
   for (const auto& s : specs()) {
     std::string left =
         std::string("  --") + s.name + (s.value_name ? std::string(" ") + s.value_name : "");
-    left.resize(std::max<size_t>(left.size() + 1, 24), ' ');
+    left.resize(std::max<size_t>(left.size() + 1, 30), ' ');
     text += left + s.help + "\n";
   }
   return text;

@@ -10,8 +10,10 @@ namespace train_fashion_mnist {
 struct Options {
   int epochs = 3;
   size_t batch_size = 64;  // per rank
-  double lr = 0.05;
+  double lr = 0.1;         // peak learning rate
   double momentum = 0.9;
+  bool nesterov = true;
+  bool cosine = true;  // decay the learning rate to 0 over the run (cosine); else constant
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::string checkpoint_dir = "checkpoints";
   bool resume = false;

@@ -9,7 +9,7 @@ namespace {
 
 constexpr int kBarWidth = 30;
 constexpr auto kBarInterval = std::chrono::milliseconds(100);
-constexpr auto kLineInterval = std::chrono::seconds(10);
+constexpr auto kLineInterval = std::chrono::seconds(5);
 
 }  // namespace
 

@@ -21,7 +21,7 @@ class Progress {
   explicit Progress(ProgressOptions options);
 
   // Records a finished step with this rank's loss; redraws at most 10 times a second (bar) or
-  // prints a line every 10 seconds (lines).
+  // prints a line every 5 seconds (lines).
   void step(double loss);
   // Clears the bar (the epoch summary follows on its own line).
   void finish();
