@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <string>
 
@@ -27,6 +28,12 @@ enum class FrameType : uint8_t { data = 1, abort = 2, bye = 3 };
 
 // The error class an abort frame carries, so that the cause keeps its type on every rank.
 enum class ErrorClass : uint8_t { other = 0, network = 1, mismatch = 2, timeout = 3 };
+
+// Throws the exception type of error_class (NetworkError, MismatchError, TimeoutError) with
+// message: how an error that crossed a process boundary is raised again with its own class.
+[[noreturn]] void throw_as(ErrorClass error_class, const std::string& message);
+// The ErrorClass of a lockstep exception (other for anything else).
+ErrorClass error_class_of(const std::exception& e);
 
 struct MessageHeader {
   uint32_t magic = kMessageMagic;

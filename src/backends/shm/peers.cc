@@ -82,22 +82,4 @@ std::string Peers::last_op_of(int r) const {
               : std::string("it has not entered any collective of this group");
 }
 
-void throw_as(ErrorClass error_class, const std::string& message) {
-  switch (error_class) {
-    case ErrorClass::mismatch:
-      throw MismatchError(message);
-    case ErrorClass::timeout:
-      throw TimeoutError(message);
-    default:
-      throw NetworkError(message);
-  }
-}
-
-ErrorClass error_class_of(const std::exception& e) {
-  if (dynamic_cast<const MismatchError*>(&e)) return ErrorClass::mismatch;
-  if (dynamic_cast<const TimeoutError*>(&e)) return ErrorClass::timeout;
-  if (dynamic_cast<const NetworkError*>(&e)) return ErrorClass::network;
-  return ErrorClass::other;
-}
-
 }  // namespace lockstep::shm

@@ -45,9 +45,4 @@ class Peers {
   std::vector<int> watched_;  // ranks with a pidfd, in order
 };
 
-// Throws the exception type of error_class (network, mismatch, timeout) with message.
-[[noreturn]] void throw_as(ErrorClass error_class, const std::string& message);
-// The ErrorClass of a lockstep exception.
-ErrorClass error_class_of(const std::exception& e);
-
 }  // namespace lockstep::shm

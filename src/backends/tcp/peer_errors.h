@@ -33,9 +33,4 @@ struct PeerFailure {
 // own class for aborted.
 [[noreturn]] void throw_peer_failure(const PeerFailure& f, const PeerEvent& e);
 
-// The exception of `error_class` carrying message.
-[[noreturn]] void throw_as(ErrorClass error_class, const std::string& message);
-// The ErrorClass of a lockstep exception.
-ErrorClass error_class_of(const std::exception& e);
-
 }  // namespace lockstep
