@@ -22,8 +22,11 @@ LOCKSTEP_APT_PACKAGES=(
   pkg-config
   zlib1g-dev
   libbenchmark-dev
+  nlohmann-json3-dev
   libtorch-dev
   dataset-fashion-mnist
+  libopenmpi-dev
+  openmpi-bin
 )
 
 lockstep_package_installed() {

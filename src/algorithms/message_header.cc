@@ -1,18 +1,12 @@
 #include "algorithms/message_header.h"
 
+#include "group/op_kinds.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep {
 
 namespace {
 
-bool is_reducing(OpKind k) {
-  return k == OpKind::all_reduce || k == OpKind::reduce || k == OpKind::reduce_scatter;
-}
-bool is_rooted(OpKind k) {
-  return k == OpKind::broadcast || k == OpKind::reduce || k == OpKind::gather ||
-         k == OpKind::scatter;
-}
 bool has_algorithm_choice(OpKind k) {
   return k == OpKind::all_reduce || k == OpKind::broadcast;
 }

@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "cli/bench_compare.h"
 #include "cli/bench_local.h"
 #include "cli/bench_options.h"
 #include "cli/bench_runner.h"
@@ -23,16 +26,30 @@ bool launched() {
   return false;
 }
 
+// One group per backend of --backend (the first from init, the others as subgroups of every rank).
+std::vector<std::shared_ptr<ProcessGroup>> groups_for(const std::shared_ptr<ProcessGroup>& pg,
+                                                      const std::vector<std::string>& backends) {
+  std::vector<int> everyone(static_cast<size_t>(pg->size()));
+  for (int r = 0; r < pg->size(); ++r) everyone[static_cast<size_t>(r)] = r;
+  std::vector<std::shared_ptr<ProcessGroup>> groups{pg};
+  for (size_t i = 1; i < backends.size(); ++i)
+    groups.push_back(pg->new_group(everyone, {.backend = backends[i]}));
+  return groups;
+}
+
 int run_as_rank(const bench::BenchOptions& options) {
   std::shared_ptr<ProcessGroup> pg;
+  const std::vector<std::string> backends = bench::backend_list(options.backend);
   try {
-    pg = init_process_group({.backend = options.backend});
+    pg = init_process_group({.backend = backends[0]});
   } catch (const ConfigError& e) {
     if (launched()) throw;
     throw ConfigError(std::string(e.what()) +
                       "\n(or let lockstep bench start local ranks: lockstep bench --nranks N)");
   }
-  const size_t wrong_rows = bench::run_benchmark(*pg, options, stdout);
+  const size_t wrong_rows =
+      backends.size() > 1 ? bench::run_comparison(groups_for(pg, backends), options, stdout)
+                          : bench::run_benchmark(*pg, options, stdout);
   if (wrong_rows == 0) return 0;
   if (pg->rank() == 0)
     std::fprintf(stderr,

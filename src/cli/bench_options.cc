@@ -122,7 +122,12 @@ bool apply_valued(BenchOptions& o, std::string_view name, ArgCursor& args) {
     o.nranks = parse_int(name, args.value(), 1, 1024);
   else if (name == "--master-port")
     o.master_port = parse_int(name, args.value(), 0, 65535);
-  else if (name == "--dtype" || name == "--reduce-op") {
+  else if (name == "--buffers") {
+    std::string_view kind = args.value();
+    if (kind != "shared" && kind != "private")
+      throw UsageError(concat("--buffers '", kind, "': use private or shared"));
+    o.shared_buffers = kind == "shared";
+  }  else if (name == "--dtype" || name == "--reduce-op") {
     std::string_view text = args.value();
     try {
       if (name == "--dtype")
@@ -144,7 +149,15 @@ void validate(const BenchOptions& o) {
   if (o.min_bytes > o.max_bytes)
     throw UsageError(
         concat("--min-bytes ", o.min_bytes, " is larger than --max-bytes ", o.max_bytes));
-  if (o.backend.empty()) throw UsageError("--backend: empty name; use auto, tcp or shm");
+  if (o.backend.empty() || o.backend.front() == ',' || o.backend.back() == ',' ||
+      o.backend.find(",,") != std::string::npos)
+    throw UsageError(concat("--backend '", o.backend,
+                            "': empty name; use auto, tcp, shm or mpi, or a list like shm,tcp"));
+  if (o.nranks > 0 && ("," + o.backend + ",").find(",mpi,") != std::string::npos)
+    throw UsageError(concat("--backend ", o.backend, ": mpi needs ranks started by mpirun, not "
+                            "--nranks; run: mpirun -np ", o.nranks, " lockstep bench --backend ",
+                            o.backend, " (as root add --allow-run-as-root; on few cores add "
+                            "--oversubscribe)"));
   for (BenchOp op : o.ops) {
     if (bench_op_reduces(op) && !reduce_op_supports(o.reduce_op, o.dtype))
       throw UsageError(concat("--reduce-op ", reduce_op_name(o.reduce_op),
@@ -236,7 +249,9 @@ std::string bench_usage() {
       op_names(),
       "\n"
       "                     (default all_reduce)\n"
-      "  --backend NAME     auto (default: the best for where the ranks are), tcp or shm\n"
+      "  --backend LIST     auto (default: the best for where the ranks are), tcp, shm or mpi\n"
+      "                     (mpi: under mpirun); several, comma separated (shm,tcp,mpi), time\n"
+      "                     each row on every one and print them side by side\n"
       "  --dtype NAME       f32 (default), f64, f16, bf16, i8, u8, i32, i64, bool\n"
       "  --reduce-op NAME   sum (default), avg, prod, min, max, band, bor, bxor\n"
       "  --root R           root of broadcast, reduce, gather and scatter (default 0)\n"
@@ -247,6 +262,8 @@ std::string bench_usage() {
       kMinIters, " to ", kMaxIters,
       ")\n"
       "  --warmup N         untimed iterations per row (default: iters / 10, at least 1)\n"
+      "  --buffers KIND     private (default: plain memory of each rank) or shared (from\n"
+      "                     ProcessGroup::allocate: on shm, collectives skip the copies)\n"
       "  --check            verify every row against its closed form (default)\n"
       "  --no-check         skip the verification\n"
       "  --nranks N         start N local ranks (MASTER_ADDR=127.0.0.1) and wait for them\n"

@@ -57,6 +57,7 @@ struct BenchOptions {
   int iters = 0;                 // --iters: timed iterations; 0: by size
   int warmup = -1;               // --warmup: untimed ones; -1: by size
   bool check = true;             // --check / --no-check
+  bool shared_buffers = false;   // --buffers shared: from ProcessGroup::allocate; private: new[]
   int nranks = 0;                // --nranks: start this many local ranks; 0: be one rank (env://)
   int master_port = 0;           // --master-port with --nranks; 0: pick a free port
   bool help = false;             // --help / -h

@@ -17,19 +17,26 @@ namespace {
 // One rank's input and output memory for a whole table, sized for its largest row and written
 // once up front so that page faults never land in a timed iteration.
 struct Buffers {
-  std::unique_ptr<std::byte[]> input, output;
+  SharedBuffer input, output;
 };
 
-Buffers allocate_for(const OpParams& p, const std::vector<size_t>& sizes, int world_size) {
+// Plain memory (new[] value-initialises: every page is touched here), or with --buffers shared
+// memory from pg.allocate (collective; zero-filled and mapped up front).
+SharedBuffer buffer_of(ProcessGroup& pg, size_t bytes, bool shared) {
+  if (shared) return pg.allocate(bytes);
+  return SharedBuffer(std::shared_ptr<std::byte[]>(new std::byte[bytes]()), bytes, false);
+}
+
+Buffers allocate_for(ProcessGroup& pg, const OpParams& p, const std::vector<size_t>& sizes,
+                     bool shared) {
   size_t in_bytes = 0, out_bytes = 0;
   for (size_t s : sizes) {
-    Layout l = layout_for(p.op, s, p.dtype, world_size);
+    Layout l = layout_for(p.op, s, p.dtype, pg.size());
     in_bytes = std::max(in_bytes, l.input_count * element_size(p.dtype));
     out_bytes = std::max(out_bytes, l.output_count * element_size(p.dtype));
   }
-  // make_unique<T[]> value-initialises: every page is touched here.
-  return Buffers{std::make_unique<std::byte[]>(std::max<size_t>(in_bytes, 1)),
-                 std::make_unique<std::byte[]>(std::max<size_t>(out_bytes, 1))};
+  return Buffers{buffer_of(pg, std::max<size_t>(in_bytes, 1), shared),
+                 buffer_of(pg, std::max<size_t>(out_bytes, 1), shared)};
 }
 
 double median(std::vector<double> values) {
@@ -42,8 +49,8 @@ double median(std::vector<double> values) {
 // Times one row and checks it. Returns the row as every rank agrees on it.
 Row run_row(ProcessGroup& pg, const OpParams& p, const BenchOptions& options, const Layout& l,
             Buffers& buffers) {
-  BufferView in{buffers.input.get(), l.input_count, p.dtype};
-  BufferView out{buffers.output.get(), l.output_count, p.dtype};
+  BufferView in{buffers.input.data(), l.input_count, p.dtype};
+  BufferView out{buffers.output.data(), l.output_count, p.dtype};
   fill_for_check(p, pg.rank(), in, out);
   const int iters = iterations_for(options, l.bytes);
   for (int i = warmup_for(options, l.bytes); i > 0; --i) run_op(pg, p, in, out);
@@ -78,10 +85,13 @@ Row run_row(ProcessGroup& pg, const OpParams& p, const BenchOptions& options, co
 size_t run_table(ProcessGroup& pg, const OpParams& p, const BenchOptions& options,
                  double memcpy_gbps, std::FILE* out) {
   const bool printer = pg.rank() == 0;
-  const TableInfo info{
-      .params = p, .backend = pg.backend_name(), .world_size = pg.size(), .check = options.check};
+  const TableInfo info{.params = p,
+                       .backend = pg.backend_name(),
+                       .world_size = pg.size(),
+                       .check = options.check,
+                       .shared_buffers = options.shared_buffers};
   const std::vector<size_t> sizes = message_sizes(options);
-  Buffers buffers = allocate_for(p, sizes, pg.size());
+  Buffers buffers = allocate_for(pg, p, sizes, options.shared_buffers);
   if (printer) std::fputs(format_table_header(info).c_str(), out);
   std::vector<Row> rows;
   size_t previous_bytes = 0;
@@ -99,6 +109,11 @@ size_t run_table(ProcessGroup& pg, const OpParams& p, const BenchOptions& option
 }
 
 }  // namespace
+
+Row measure_row(ProcessGroup& pg, const OpParams& p, const BenchOptions& options, const Layout& l) {
+  Buffers buffers = allocate_for(pg, p, {l.bytes}, options.shared_buffers);
+  return run_row(pg, p, options, l, buffers);
+}
 
 size_t run_benchmark(ProcessGroup& pg, const BenchOptions& options, std::FILE* out) {
   if (std::any_of(options.ops.begin(), options.ops.end(), bench_op_rooted) &&

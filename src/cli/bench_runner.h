@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "cli/bench_options.h"
+#include "cli/bench_table.h"
 #include "lockstep/group/process_group.h"
 
 namespace lockstep::cli::bench {
@@ -19,5 +20,9 @@ namespace lockstep::cli::bench {
 // every row). Returns the number of rows with a wrong result, on every rank. Throws UsageError
 // when options.root is not a rank of pg, and rethrows any collective's error.
 size_t run_benchmark(ProcessGroup& pg, const BenchOptions& options, std::FILE* out);
+
+// Times and checks one row of op p at layout l (see layout_for), with buffers of its own.
+// Collective over pg, like run_benchmark. For tables that interleave several groups.
+Row measure_row(ProcessGroup& pg, const OpParams& p, const BenchOptions& options, const Layout& l);
 
 }  // namespace lockstep::cli::bench

@@ -41,6 +41,7 @@ std::string format_table_header(const TableInfo& info) {
                      std::string(dtype_name(p.dtype));
   if (bench_op_reduces(p.op)) line += ", reduce op " + std::string(reduce_op_name(p.reduce_op));
   if (bench_op_rooted(p.op)) line += ", root " + std::to_string(p.root);
+  if (info.shared_buffers) line += ", buffers from allocate";
   line += printf_string(", busbw = algbw x %.3f\n", busbw_factor(p.op, info.world_size));
   line += printf_string("#%13s %12s %6s %6s %11s %12s %12s %8s %6s\n", "size(B)", "count", "dtype",
                         "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "%memcpy", "check");

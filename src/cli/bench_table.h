@@ -18,6 +18,7 @@ struct TableInfo {
   std::string backend;  // the backend in use ("tcp"), never "auto"
   int world_size = 1;
   bool check = true;
+  bool shared_buffers = false;  // --buffers shared
 };
 
 struct Row {

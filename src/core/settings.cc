@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "lockstep/core/error.h"
 
@@ -24,6 +25,15 @@ std::chrono::milliseconds parse_seconds(const char* name, const char* text) {
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0));
 }
 
+int parse_positive(const char* name, const char* text) {
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < 1 || value > (1L << 30))
+    throw ConfigError(detail::concat(name, "='", text, "' is not a positive integer (e.g. ", name,
+                                     "=100)"));
+  return static_cast<int>(value);
+}
+
 DebugLevel parse_debug(const char* text) {
   std::string v = upper(text);
   if (v.empty() || v == "OFF" || v == "0") return DebugLevel::off;
@@ -38,8 +48,15 @@ Settings parse_settings(const char* (*getenv_fn)(const char*)) {
   Settings s;
   if (const char* v = getenv_fn("LOCKSTEP_TIMEOUT")) s.timeout = parse_seconds("LOCKSTEP_TIMEOUT", v);
   if (const char* v = getenv_fn("LOCKSTEP_DEBUG")) s.debug = parse_debug(v);
+  if (const char* v = getenv_fn("LOCKSTEP_DEBUG_EVERY"))
+    s.debug_every = parse_positive("LOCKSTEP_DEBUG_EVERY", v);
   if (const char* v = getenv_fn("LOCKSTEP_SOCKET_ADDR")) s.socket_addr = v;
   if (const char* v = getenv_fn("LOCKSTEP_TRACE_DIR"); v && *v) s.trace_dir = v;
+  if (const char* v = getenv_fn("LOCKSTEP_FLIGHT_RECORDER_SIZE"))
+    s.flight_recorder_size =
+        std::string_view(v) == "0" ? 0 : parse_positive("LOCKSTEP_FLIGHT_RECORDER_SIZE", v);
+  if (const char* v = getenv_fn("LOCKSTEP_STALL_WARNING_S"))
+    s.stall_warning = parse_seconds("LOCKSTEP_STALL_WARNING_S", v);
   return s;
 }
 

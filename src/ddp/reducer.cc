@@ -7,6 +7,7 @@
 
 #include "lockstep/core/error.h"
 #include "lockstep/core/log.h"
+#include "lockstep/core/settings.h"
 
 namespace lockstep::ddp {
 
@@ -19,9 +20,14 @@ constexpr size_t kAlignment = 64;
 
 Reducer::Reducer(std::vector<ParamSpec> params, ProcessGroup& group, GradientAccess& access,
                  ReducerOptions options)
-    : params_(std::move(params)), group_(group), access_(access), options_(std::move(options)) {
+    : params_(std::move(params)),
+      group_(group),
+      access_(access),
+      options_(std::move(options)),
+      times_(options_.what, settings().debug != DebugLevel::off, settings().debug_every) {
   if (!options_.hook) options_.hook = average_hook(options_.timeout);
   allocate(assign_buckets(params_, reverse_order(params_.size()), options_.sizes));
+  log_layout();
   ready_.assign(params_.size(), 0);
   used_.assign(params_.size(), 0);
 }
@@ -74,6 +80,7 @@ void Reducer::begin_backward() {
   inflight_.assign(buckets_.size(), PendingReduction{});
   arrival_.clear();
   in_backward_ = true;
+  times_.backward_started();
 }
 
 void Reducer::mark(size_t p, bool used) {
@@ -152,6 +159,7 @@ void Reducer::wait_all(std::exception_ptr& first) {
 void Reducer::finalize() {
   LOCKSTEP_ENFORCE(in_backward_, InvalidArgument, options_.what,
                    ": finalize outside a backward pass (call begin_backward first)");
+  times_.reduce_started();
   for (size_t p = 0; p < params_.size(); ++p) {
     if (!ready_[p]) mark(p, false);
   }
@@ -179,7 +187,17 @@ void Reducer::finalize() {
     if (global_used[p]) access_.write_gradient(p, slot(p));
   }
   stats_.iterations += 1;
-  if (options_.rebuild_buckets && stats_.iterations == 1) rebuild();
+  if (options_.rebuild_buckets && stats_.iterations == 1) {
+    rebuild();
+    if (stats_.rebuilds == 1) log_layout();
+  }
+  times_.finished();
+}
+
+void Reducer::log_layout() const {
+  if (settings().debug == DebugLevel::off || group_.rank() != 0) return;
+  log_info(options_.what, ": ", stats_.rebuilds ? "rebuilt layout, " : "",
+           layout_text(buckets_, params_, options_.sizes), " (the same on every rank)");
 }
 
 void Reducer::warn_unused() {

@@ -38,6 +38,7 @@
 
 #include "ddp/bucket_plan.h"
 #include "ddp/comm_hook.h"
+#include "ddp/info_log.h"
 #include "lockstep/core/buffer.h"
 #include "lockstep/group/process_group.h"
 
@@ -91,6 +92,9 @@ class Reducer {
   // Starts an iteration. An iteration left unfinished (backward threw) is abandoned: its Works
   // are waited for and its state dropped.
   void begin_backward();
+  // The framework's forward of a synchronised iteration starts. Optional: only the iteration
+  // timings of the INFO log use it (info_log.h).
+  void note_forward() { times_.forward_started(); }
   bool in_backward() const { return in_backward_; }
   // Marks `params` ready as unused (their slot is read through the access now). REQUIRES
   // in_backward().
@@ -126,6 +130,7 @@ class Reducer {
   void wait_all(std::exception_ptr& first);
   void write_back();
   void warn_unused();
+  void log_layout() const;  // INFO: the bucket layout (rank 0)
   void rebuild();
   std::vector<size_t> agreed_order();
 
@@ -150,6 +155,7 @@ class Reducer {
 
   std::set<size_t> warned_;
   ReducerStats stats_;
+  IterationTimes times_;
 };
 
 }  // namespace lockstep::ddp

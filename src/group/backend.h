@@ -24,6 +24,19 @@ class Backend {
   // Whether op may run on the calling thread when nothing else is queued (small ops on a
   // low-latency backend: saves the hand-off to the progress thread). Default: never.
   virtual bool prefers_inline(const Op& /*op*/) const { return false; }
+  // Why this backend cannot move buffers that live on `device` ("" when it can). The front end
+  // turns a non-empty answer into InvalidArgument before queueing. Default: host memory only.
+  virtual std::string device_problem(Device device) const {
+    if (!device.is_cuda()) return "";
+    return "backend '" + name() + "' moves host memory only (use backend 'auto' or 'nccl', " +
+           "in a build with CUDA and NCCL)";
+  }
+  // Memory for ProcessGroup::allocate (call number `index`, the same on every rank; the front end
+  // has checked that every rank asks for `bytes`). Collective over the group. May be called while
+  // an op runs on the progress thread. Default: ordinary memory (SharedBuffer::local).
+  virtual SharedBuffer allocate(size_t bytes, uint64_t /*index*/, Deadline /*deadline*/) {
+    return SharedBuffer::local(bytes);
+  }
   // After a failure on this rank: tells the peers (so they fail fast with the cause) and makes
   // every later run() throw. Idempotent. `reason` is the original error's message.
   virtual void abort(const std::string& reason) = 0;
@@ -35,7 +48,12 @@ class Backend {
 // Creates the backend `config.backend` names ("auto" resolves here). Collective over the group:
 // connects to every member through config.store. Throws ConfigError for an unknown name.
 std::unique_ptr<Backend> create_backend(const GroupConfig& config);
+// This machine's identity: the host name plus the kernel's boot id, so that two containers that
+// share a host name but not memory are not mistaken for one host.
+std::string host_identity();
 // The backends this build has ("tcp", "shm", ...), without "auto".
 std::vector<std::string> backend_names();
+// Every backend this build has, including those that need one process per rank (mpi, nccl).
+std::vector<std::string> all_backend_names();
 
 }  // namespace lockstep

@@ -2,8 +2,16 @@
 // factory; "auto" picks the best one for where the ranks are.
 #include <fstream>
 
+#include "backends/hier/backend.h"
+#include "backends/hier/hosts.h"
 #include "backends/shm/backend.h"
 #include "backends/tcp/backend.h"
+#ifdef LOCKSTEP_HAVE_NCCL
+#include "backends/nccl/backend.h"
+#endif
+#ifdef LOCKSTEP_HAVE_MPI
+#include "backends/mpi/backend.h"
+#endif
 #include "group/backend.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/log.h"
@@ -21,42 +29,50 @@ struct BackendEntry {
 constexpr BackendEntry kBackends[] = {
     {"tcp", make_tcp_backend},
     {"shm", make_shm_backend},
+    {"hier", make_hier_backend},
+};
+
+// Backends that need one process per rank under mpirun: named explicitly, never chosen by auto,
+// and not in backend_names() (the list the ranks-as-threads tests run). nccl is here too: it
+// needs CUDA buffers and a GPU per rank (auto uses it for CUDA buffers, docs/nccl.md).
+constexpr BackendEntry kProcessBackends[] = {
+#ifdef LOCKSTEP_HAVE_MPI
+    {"mpi", make_mpi_backend},
+#endif
+#ifdef LOCKSTEP_HAVE_NCCL
+    {"nccl", make_nccl_backend},
+#endif
+    {nullptr, nullptr},
 };
 
 std::string known_names() {
   std::string names = "auto";
   for (const auto& b : kBackends) names += std::string(", ") + b.name;
+  for (const auto& b : kProcessBackends)
+    if (b.name) names += std::string(", ") + b.name;
   return names;
 }
 
-// This machine's identity: the host name plus the kernel's boot id, so that two containers that
-// share a host name but not memory are not mistaken for one host.
+// shm when every member runs on one host, hier when the members span hosts and some host runs
+// several, else tcp. Collective: exchanges host identities through the store (hier/hosts.h).
+// `why` gets the reason, for the INFO log.
+std::string resolve_auto(const GroupConfig& config, std::string& why) {
+  hier::HostMap hosts = hier::exchange_hosts(config);
+  why = detail::concat("auto: ", config.size, " ranks on ", hosts.hosts.size(),
+                       hosts.hosts.size() == 1 ? " host" : " hosts");
+  if (hosts.hosts.size() == 1) return "shm";
+  bool shared = hosts.is_multi_host_with_shared_hosts();
+  why += shared ? ", some with several ranks" : ", one rank each";
+  return shared ? "hier" : "tcp";
+}
+
+}  // namespace
+
 std::string host_identity() {
   std::string boot_id;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
   return net::hostname() + "/" + boot_id;
 }
-
-// Whether every member of the group runs on this host. Collective: exchanges identities through
-// the store.
-bool all_on_one_host(const GroupConfig& config) {
-  std::string prefix = config.name + "/hosts/";
-  std::string mine = host_identity();
-  config.store->set(prefix + std::to_string(config.rank), mine);
-  std::vector<std::string> keys;
-  for (int r = 0; r < config.size; ++r) keys.push_back(prefix + std::to_string(r));
-  for (const auto& id : config.store->multi_get(keys, config.timeout))
-    if (id != mine) return false;
-  return true;
-}
-
-std::string resolve_auto(const GroupConfig& config) {
-  for (const auto& b : kBackends)
-    if (std::string_view(b.name) == "shm") return all_on_one_host(config) ? "shm" : "tcp";
-  return "tcp";
-}
-
-}  // namespace
 
 std::vector<std::string> backend_names() {
   std::vector<std::string> names;
@@ -64,12 +80,30 @@ std::vector<std::string> backend_names() {
   return names;
 }
 
+std::vector<std::string> all_backend_names() {
+  std::vector<std::string> names = backend_names();
+  for (const auto& b : kProcessBackends)
+    if (b.name) names.emplace_back(b.name);
+  return names;
+}
+
 std::unique_ptr<Backend> create_backend(const GroupConfig& config) {
-  std::string name = config.backend == "auto" ? resolve_auto(config) : config.backend;
+  std::string why = "named in the options";
+  std::string name = config.backend == "auto" ? resolve_auto(config, why) : config.backend;
   for (const auto& b : kBackends) {
     if (name == b.name) {
-      log_info("group '", config.name, "': rank ", config.rank, " of ", config.size,
-               ", backend ", name, (config.backend == "auto" ? " (auto)" : ""));
+      log_info("group '", config.name, "': backend ", name, " (", why, ")");
+#ifdef LOCKSTEP_HAVE_NCCL
+      // Under auto, ops on CUDA buffers go to an nccl backend made on first use (docs/nccl.md).
+      if (config.backend == "auto") return route_device_buffers_to_nccl(b.make(config), config);
+#endif
+      return b.make(config);
+    }
+  }
+  for (const auto& b : kProcessBackends) {
+    if (b.name && name == b.name) {
+      log_info("group '", config.name, "': rank ", config.rank, " of ", config.size, ", backend ",
+               name);
       return b.make(config);
     }
   }

@@ -12,6 +12,9 @@
 #include "lockstep/store/prefix_store.h"
 #include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
+#ifdef LOCKSTEP_HAVE_MPI
+#include "backends/mpi/backend.h"
+#endif
 
 namespace lockstep {
 
@@ -41,6 +44,10 @@ std::shared_ptr<Store> open_store(const InitOptions& options, const EnvRendezvou
     return std::make_shared<FileStore>(FileStoreOptions{
         .path = options.init_method.substr(7), .world_size = rv.world_size, .timeout = timeout});
   }
+#ifdef LOCKSTEP_HAVE_MPI
+  // Under mpirun without MASTER_ADDR (rendezvous_env.cc leaves it empty), MPI finds the store.
+  if (rv.master_addr.empty()) return mpi::open_bootstrap_store(rv, timeout);
+#endif
   std::shared_ptr<Store> store = open_tcp_store(rv, env, timeout);
   // A launcher's store outlives restarts: each attempt gets its own key space.
   if (auto attempt = env("LOCKSTEP_RESTART_COUNT")) {
@@ -48,6 +55,18 @@ std::shared_ptr<Store> open_store(const InitOptions& options, const EnvRendezvou
     store = std::make_shared<PrefixStore>(run + "/attempt_" + *attempt, store);
   }
   return store;
+}
+
+// Where the job's store is, for the INFO log.
+std::string store_text(const InitOptions& options, const EnvRendezvous& rv, const EnvLookup& env) {
+  if (options.store) return "a store given by the caller";
+  if (options.init_method.rfind("file://", 0) == 0)
+    return "FileStore " + options.init_method.substr(7);
+  if (rv.master_addr.empty()) return "found through MPI";
+  std::string where = rv.master_addr + ":" + std::to_string(rv.master_port);
+  if (env("LOCKSTEP_USE_AGENT_STORE").value_or("0") == "1")
+    return "TcpStore " + where + " (the launcher's)";
+  return "TcpStore " + where + (rv.rank == 0 ? " (hosted by this rank)" : "");
 }
 
 // The address peers should use to reach this process.
@@ -107,7 +126,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
                      .advertise_address = advertise_address(store),
                      .hostname = net::hostname()};
   log_info("init_process_group: rank ", rv.rank, " of ", rv.world_size, " (", rv.source,
-           "), advertising ", config.advertise_address);
+           "), store ", store_text(options, rv, env), ", advertising ", config.advertise_address);
   return std::make_shared<ProcessGroup>(std::move(config));
 }
 

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lockstep/core/buffer.h"
 #include "lockstep/core/deadline.h"
 #include "lockstep/core/dtype.h"
 #include "lockstep/core/reduce_op.h"
@@ -42,6 +43,8 @@ struct Op {
   std::vector<size_t> counts;
   std::vector<size_t> recv_counts;
   Deadline deadline{Clock::now()};
+  uint64_t record_id = 0;  // the flight recorder's id for this op (src/debug/flight_recorder.h)
+  Device device{};  // where this rank's buffers live (the front end checks input and output agree)
 
   // Bytes that every rank must agree on (the header check): count*size for all_reduce-like ops,
   // the per-rank count for uniform gathers, the total for _v forms; 0 for all_to_all and p2p.

@@ -5,11 +5,16 @@
 #include <algorithm>
 #include <numeric>
 
+#include "debug/fingerprint_check.h"
+#include "debug/monitored_barrier.h"
+#include "debug/watchdog.h"
 #include "group/backend.h"
 #include "group/op.h"
 #include "group/progress_queue.h"
 #include "group/validate.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/log.h"
+#include "lockstep/core/settings.h"
 
 namespace lockstep {
 
@@ -21,6 +26,12 @@ std::vector<size_t> uniform(int size, size_t count) {
 
 std::string times(int size, size_t count) {
   return detail::concat("group size ", size, " x ", count, " per rank");
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
 }
 
 }  // namespace
@@ -38,7 +49,33 @@ ProcessGroup::ProcessGroup(GroupConfig config) : config_(std::move(config)) {
   send_seq_.assign(static_cast<size_t>(config_.size), 0);
   recv_seq_.assign(static_cast<size_t>(config_.size), 0);
   backend_ = create_backend(config_);
-  queue_ = std::make_unique<ProgressQueue>(*backend_);
+  const bool detail = settings().debug == DebugLevel::detail;
+  if (detail) backend_ = debug::with_fingerprints(std::move(backend_), config_);
+  log_info("group '", config_.name, "' created: rank ", config_.rank, " of ", config_.size,
+           ", global ranks [", ranks_text(config_.global_ranks), "], backend ", backend_->name(),
+           detail ? ", collective fingerprints checked (LOCKSTEP_DEBUG=DETAIL)" : "");
+  queue_ = std::make_unique<ProgressQueue>(*backend_, start_watchdog());
+}
+
+QueueHooks ProcessGroup::start_watchdog() {
+  if (settings().flight_recorder_size == 0) return {};
+  watchdog_ = std::make_unique<debug::Watchdog>(debug::WatchdogOptions{
+      .group = config_.name,
+      .rank = config_.rank,
+      .size = config_.size,
+      .global_rank = config_.global_ranks[static_cast<size_t>(config_.rank)],
+      .host = config_.hostname,
+      .backend = backend_->name(),
+      .store = config_.store,
+      .timeout = config_.timeout,
+      .stall_warning = settings().stall_warning,
+      .recorder_size = static_cast<size_t>(settings().flight_recorder_size),
+      .trace_dir = settings().trace_dir});
+  debug::Watchdog* w = watchdog_.get();
+  return {.recorder = &w->recorder(),
+          .explain_failure = [w](const Op& op, const std::string& what, bool timed_out) {
+            return w->explain_failure(op, what, timed_out);
+          }};
 }
 
 ProcessGroup::~ProcessGroup() {
@@ -59,6 +96,11 @@ ProcessGroup::~ProcessGroup() {
 const std::string& ProcessGroup::backend_name() const { return backend_->name(); }
 
 WorkPtr ProcessGroup::enqueue(Op op, std::chrono::milliseconds timeout) {
+  if (op.kind != OpKind::barrier) {  // a barrier has no buffers
+    std::string problem = backend_->device_problem(op.device);
+    LOCKSTEP_ENFORCE(problem.empty(), InvalidArgument, op_kind_name(op.kind), ": rank ", rank(),
+                     " passed a ", device_name(op.device), " buffer, but ", problem);
+  }
   std::lock_guard<std::mutex> lock(issue_mu_);
   if (op.kind == OpKind::send) {
     op.seq = send_seq_[static_cast<size_t>(op.peer)]++;
@@ -76,7 +118,7 @@ WorkPtr ProcessGroup::broadcast(BufferView buffer, const BroadcastOptions& o) {
   validate::has_data("broadcast", "buffer", buffer);
   return enqueue({.kind = OpKind::broadcast, .dtype = buffer.dtype, .root = o.root, .tag = o.tag,
                   .algorithm = o.algorithm, .input = buffer.data, .output = buffer.data,
-                  .count = buffer.count},
+                  .count = buffer.count, .device = buffer.device},
                  o.timeout);
 }
 
@@ -89,12 +131,13 @@ WorkPtr ProcessGroup::all_reduce(ConstBufferView input, BufferView output,
   constexpr std::string_view kOp = "all_reduce";
   validate::reducible(kOp, input.dtype, o.op);
   validate::same_dtype(kOp, input, output);
+  validate::same_device(kOp, input, output);
   validate::count_is(kOp, "output", output, input.count, "the same as input");
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
   return enqueue({.kind = OpKind::all_reduce, .dtype = input.dtype, .reduce_op = o.op,
                   .tag = o.tag, .algorithm = o.algorithm, .input = input.data,
-                  .output = output.data, .count = input.count},
+                  .output = output.data, .count = input.count, .device = input.device},
                  o.timeout);
 }
 
@@ -106,12 +149,14 @@ WorkPtr ProcessGroup::reduce(ConstBufferView input, BufferView output, const Red
   bool root = rank() == o.root;
   if (root) {
     validate::same_dtype(kOp, input, output);
+    validate::same_device(kOp, input, output);
     validate::count_is(kOp, "output", output, input.count, "the same as input, on the root");
     validate::has_data(kOp, "output", output);
   }
   return enqueue({.kind = OpKind::reduce, .dtype = input.dtype, .reduce_op = o.op,
                   .root = o.root, .tag = o.tag, .input = input.data,
-                  .output = root ? output.data : nullptr, .count = input.count},
+                  .output = root ? output.data : nullptr, .count = input.count,
+                  .device = input.device},
                  o.timeout);
 }
 
@@ -119,12 +164,13 @@ WorkPtr ProcessGroup::all_gather(ConstBufferView input, BufferView output,
                                  const AllGatherOptions& o) {
   constexpr std::string_view kOp = "all_gather";
   validate::same_dtype(kOp, input, output);
+  validate::same_device(kOp, input, output);
   validate::count_is(kOp, "output", output, input.count * size(), times(size(), input.count));
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
   return enqueue({.kind = OpKind::all_gather, .dtype = input.dtype, .tag = o.tag,
                   .input = input.data, .output = output.data,
-                  .counts = uniform(size(), input.count)},
+                  .counts = uniform(size(), input.count), .device = input.device},
                  o.timeout);
 }
 
@@ -133,13 +179,14 @@ WorkPtr ProcessGroup::all_gather_v(ConstBufferView input, BufferView output,
   constexpr std::string_view kOp = "all_gather_v";
   size_t total = validate::counts_sum(kOp, "counts", counts, size());
   validate::same_dtype(kOp, input, output);
+  validate::same_device(kOp, input, output);
   validate::count_is(kOp, "input", input, counts[static_cast<size_t>(rank())], "counts[rank]");
   validate::count_is(kOp, "output", output, total, "the sum of counts");
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
   return enqueue({.kind = OpKind::all_gather, .variable = true, .dtype = input.dtype,
                   .tag = o.tag, .input = input.data, .output = output.data,
-                  .counts = {counts.begin(), counts.end()}},
+                  .counts = {counts.begin(), counts.end()}, .device = input.device},
                  o.timeout);
 }
 
@@ -150,12 +197,13 @@ WorkPtr ProcessGroup::gather(ConstBufferView input, BufferView output, const Gat
   bool root = rank() == o.root;
   if (root) {
     validate::same_dtype(kOp, input, output);
+    validate::same_device(kOp, input, output);
     validate::count_is(kOp, "output", output, input.count * size(), times(size(), input.count));
     validate::has_data(kOp, "output", output);
   }
   return enqueue({.kind = OpKind::gather, .dtype = input.dtype, .root = o.root, .tag = o.tag,
                   .input = input.data, .output = root ? output.data : nullptr,
-                  .counts = uniform(size(), input.count)},
+                  .counts = uniform(size(), input.count), .device = input.device},
                  o.timeout);
 }
 
@@ -169,12 +217,14 @@ WorkPtr ProcessGroup::gather_v(ConstBufferView input, BufferView output,
   bool root = rank() == o.root;
   if (root) {
     validate::same_dtype(kOp, input, output);
+    validate::same_device(kOp, input, output);
     validate::count_is(kOp, "output", output, total, "the sum of counts, on the root");
     validate::has_data(kOp, "output", output);
   }
   return enqueue({.kind = OpKind::gather, .variable = true, .dtype = input.dtype,
                   .root = o.root, .tag = o.tag, .input = input.data,
-                  .output = root ? output.data : nullptr, .counts = {counts.begin(), counts.end()}},
+                  .output = root ? output.data : nullptr, .counts = {counts.begin(), counts.end()},
+                  .device = input.device},
                  o.timeout);
 }
 
@@ -185,12 +235,13 @@ WorkPtr ProcessGroup::scatter(ConstBufferView input, BufferView output, const Sc
   bool root = rank() == o.root;
   if (root) {
     validate::same_dtype(kOp, input, output);
+    validate::same_device(kOp, input, output);
     validate::count_is(kOp, "input", input, output.count * size(), times(size(), output.count));
     validate::has_data(kOp, "input", input);
   }
   return enqueue({.kind = OpKind::scatter, .dtype = output.dtype, .root = o.root, .tag = o.tag,
                   .input = root ? input.data : nullptr, .output = output.data,
-                  .counts = uniform(size(), output.count)},
+                  .counts = uniform(size(), output.count), .device = output.device},
                  o.timeout);
 }
 
@@ -204,12 +255,14 @@ WorkPtr ProcessGroup::scatter_v(ConstBufferView input, BufferView output,
   bool root = rank() == o.root;
   if (root) {
     validate::same_dtype(kOp, input, output);
+    validate::same_device(kOp, input, output);
     validate::count_is(kOp, "input", input, total, "the sum of counts, on the root");
     validate::has_data(kOp, "input", input);
   }
   return enqueue({.kind = OpKind::scatter, .variable = true, .dtype = output.dtype,
                   .root = o.root, .tag = o.tag, .input = root ? input.data : nullptr,
-                  .output = output.data, .counts = {counts.begin(), counts.end()}},
+                  .output = output.data, .counts = {counts.begin(), counts.end()},
+                  .device = output.device},
                  o.timeout);
 }
 
@@ -218,12 +271,13 @@ WorkPtr ProcessGroup::reduce_scatter(ConstBufferView input, BufferView output,
   constexpr std::string_view kOp = "reduce_scatter";
   validate::reducible(kOp, input.dtype, o.op);
   validate::same_dtype(kOp, input, output);
+  validate::same_device(kOp, input, output);
   validate::count_is(kOp, "input", input, output.count * size(), times(size(), output.count));
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
   return enqueue({.kind = OpKind::reduce_scatter, .dtype = input.dtype, .reduce_op = o.op,
                   .tag = o.tag, .input = input.data, .output = output.data,
-                  .counts = uniform(size(), output.count)},
+                  .counts = uniform(size(), output.count), .device = input.device},
                  o.timeout);
 }
 
@@ -234,13 +288,14 @@ WorkPtr ProcessGroup::reduce_scatter_v(ConstBufferView input, BufferView output,
   size_t total = validate::counts_sum(kOp, "counts", counts, size());
   validate::reducible(kOp, input.dtype, o.op);
   validate::same_dtype(kOp, input, output);
+  validate::same_device(kOp, input, output);
   validate::count_is(kOp, "input", input, total, "the sum of counts");
   validate::count_is(kOp, "output", output, counts[static_cast<size_t>(rank())], "counts[rank]");
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
   return enqueue({.kind = OpKind::reduce_scatter, .variable = true, .dtype = input.dtype,
                   .reduce_op = o.op, .tag = o.tag, .input = input.data, .output = output.data,
-                  .counts = {counts.begin(), counts.end()}},
+                  .counts = {counts.begin(), counts.end()}, .device = input.device},
                  o.timeout);
 }
 
@@ -248,6 +303,7 @@ WorkPtr ProcessGroup::all_to_all(ConstBufferView input, BufferView output,
                                  const AllToAllOptions& o) {
   constexpr std::string_view kOp = "all_to_all";
   validate::same_dtype(kOp, input, output);
+  validate::same_device(kOp, input, output);
   validate::divisible(kOp, "input", input, size());
   validate::count_is(kOp, "output", output, input.count, "the same as input");
   validate::has_data(kOp, "input", input);
@@ -255,7 +311,7 @@ WorkPtr ProcessGroup::all_to_all(ConstBufferView input, BufferView output,
   auto per_rank = uniform(size(), input.count / static_cast<size_t>(size()));
   return enqueue({.kind = OpKind::all_to_all, .dtype = input.dtype, .tag = o.tag,
                   .input = input.data, .output = output.data, .counts = per_rank,
-                  .recv_counts = per_rank},
+                  .recv_counts = per_rank, .device = input.device},
                  o.timeout);
 }
 
@@ -266,6 +322,7 @@ WorkPtr ProcessGroup::all_to_all_v(ConstBufferView input, std::span<const size_t
   size_t sent = validate::counts_sum(kOp, "send_counts", send_counts, size());
   size_t received = validate::counts_sum(kOp, "recv_counts", recv_counts, size());
   validate::same_dtype(kOp, input, output);
+  validate::same_device(kOp, input, output);
   validate::count_is(kOp, "input", input, sent, "the sum of send_counts");
   validate::count_is(kOp, "output", output, received, "the sum of recv_counts");
   validate::has_data(kOp, "input", input);
@@ -273,7 +330,7 @@ WorkPtr ProcessGroup::all_to_all_v(ConstBufferView input, std::span<const size_t
   return enqueue({.kind = OpKind::all_to_all, .variable = true, .dtype = input.dtype,
                   .tag = o.tag, .input = input.data, .output = output.data,
                   .counts = {send_counts.begin(), send_counts.end()},
-                  .recv_counts = {recv_counts.begin(), recv_counts.end()}},
+                  .recv_counts = {recv_counts.begin(), recv_counts.end()}, .device = input.device},
                  o.timeout);
 }
 
@@ -287,7 +344,7 @@ WorkPtr ProcessGroup::send(ConstBufferView input, int dst, const P2POptions& o) 
                    " cannot send to itself; copy the buffer instead");
   validate::has_data("send", "input", input);
   return enqueue({.kind = OpKind::send, .dtype = input.dtype, .peer = dst, .tag = o.tag,
-                  .input = input.data, .count = input.count},
+                  .input = input.data, .count = input.count, .device = input.device},
                  o.timeout);
 }
 
@@ -297,8 +354,22 @@ WorkPtr ProcessGroup::recv(BufferView output, int src, const P2POptions& o) {
                    " cannot receive from itself");
   validate::has_data("recv", "output", output);
   return enqueue({.kind = OpKind::recv, .dtype = output.dtype, .peer = src, .tag = o.tag,
-                  .output = output.data, .count = output.count},
+                  .output = output.data, .count = output.count, .device = output.device},
                  o.timeout);
+}
+
+void ProcessGroup::monitored_barrier(std::chrono::milliseconds timeout) {
+  uint64_t index;
+  {
+    std::lock_guard<std::mutex> lock(issue_mu_);
+    index = monitored_barriers_++;
+  }
+  debug::monitored_barrier(*config_.store,
+                           {.group = config_.name,
+                            .rank = rank(),
+                            .size = size(),
+                            .index = index,
+                            .timeout = timeout.count() < 0 ? config_.timeout : timeout});
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks,

@@ -1,5 +1,6 @@
 #include "group/progress_queue.h"
 
+#include "debug/flight_recorder.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/log.h"
 
@@ -34,9 +35,33 @@ std::string what_of(const std::exception_ptr& e) {
   }
 }
 
+bool is_timeout(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const TimeoutError&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+// The first failure, with the message hooks.explain_failure gives it (same error type).
+std::exception_ptr explained(const QueueHooks& hooks, const Op& op, std::exception_ptr error) {
+  if (!hooks.explain_failure) return error;
+  std::string what = what_of(error);
+  std::string better = hooks.explain_failure(op, what, is_timeout(error));
+  if (better == what) return error;
+  try {
+    rethrow_as(error, better);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
 }  // namespace
 
-ProgressQueue::ProgressQueue(Backend& backend) : backend_(backend) {
+ProgressQueue::ProgressQueue(Backend& backend, QueueHooks hooks)
+    : backend_(backend), hooks_(std::move(hooks)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -50,6 +75,7 @@ ProgressQueue::~ProgressQueue() {
 }
 
 WorkPtr ProgressQueue::push(Op op) {
+  if (hooks_.recorder) op.record_id = hooks_.recorder->on_queued(op);
   auto work = std::make_shared<Work>(op.describe());
   std::unique_lock<std::mutex> lock(mu_);
   // [Inline ops] With nothing queued or running, a small op on a low-latency backend runs on the
@@ -105,6 +131,7 @@ void ProgressQueue::run_one(const Op& op, Work& work) {
     cause_op = broken_op_;
   }
   if (cause) {
+    if (hooks_.recorder) hooks_.recorder->on_ended(op, false);
     try {
       rethrow_as(cause, detail::concat(op.name(), ": not run, because the group broke at ",
                                        cause_op, ": ", what_of(cause)));
@@ -113,11 +140,15 @@ void ProgressQueue::run_one(const Op& op, Work& work) {
     }
     return;
   }
+  if (hooks_.recorder) hooks_.recorder->on_started(op);
   try {
     backend_.run(op);
+    if (hooks_.recorder) hooks_.recorder->on_ended(op, true);
     work.complete();
   } catch (...) {
     auto error = std::current_exception();
+    if (hooks_.recorder) hooks_.recorder->on_ended(op, false);
+    error = explained(hooks_, op, error);
     {
       std::lock_guard<std::mutex> lock(mu_);
       broken_ = error;

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -19,9 +20,22 @@
 
 namespace lockstep {
 
+namespace debug {
+class FlightRecorder;
+}
+
+// Observers from the debug layer (src/debug/watchdog.h); both optional.
+struct QueueHooks {
+  // Sees every op queued, started and ended.
+  debug::FlightRecorder* recorder = nullptr;
+  // Called once, on the group's first failure, before the peers are told: returns the message to
+  // raise instead of `what` (same error type). timed_out: the error is a TimeoutError.
+  std::function<std::string(const Op& op, const std::string& what, bool timed_out)> explain_failure;
+};
+
 class ProgressQueue {
  public:
-  explicit ProgressQueue(Backend& backend);
+  explicit ProgressQueue(Backend& backend, QueueHooks hooks = {});
   // Finishes every queued op (each bounded by its deadline), then stops the thread.
   ~ProgressQueue();
 
@@ -37,6 +51,7 @@ class ProgressQueue {
   void run_one(const Op& op, Work& work);
 
   Backend& backend_;
+  QueueHooks hooks_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::condition_variable idle_;

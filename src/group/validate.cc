@@ -31,6 +31,12 @@ void same_dtype(std::string_view op, ConstBufferView input, ConstBufferView outp
                    "; both must have the same dtype");
 }
 
+void same_device(std::string_view op, ConstBufferView input, ConstBufferView output) {
+  LOCKSTEP_ENFORCE(input.device == output.device, InvalidArgument, op, ": input is on ",
+                   device_name(input.device), " but output is on ", device_name(output.device),
+                   "; both must be on the same device");
+}
+
 void count_is(std::string_view op, std::string_view what, ConstBufferView v, size_t expected,
               std::string_view why) {
   LOCKSTEP_ENFORCE(v.count == expected, InvalidArgument, op, ": ", what, " holds ", v.count,

@@ -19,6 +19,8 @@ void reducible(std::string_view op, DType dtype, ReduceOp reduce_op);
 void has_data(std::string_view op, std::string_view what, ConstBufferView v);
 // input and output have the same dtype.
 void same_dtype(std::string_view op, ConstBufferView input, ConstBufferView output);
+// input and output live on the same device (both host memory, or both on one CUDA device).
+void same_device(std::string_view op, ConstBufferView input, ConstBufferView output);
 // v.count == expected; `why` explains where expected comes from ("size 3 x input 4").
 void count_is(std::string_view op, std::string_view what, ConstBufferView v, size_t expected,
               std::string_view why);

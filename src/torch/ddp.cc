@@ -256,6 +256,7 @@ void DistributedDataParallelBase::Impl::pre_forward() {
     return;
   }
   armed_ = true;
+  reducer_->note_forward();
   if (options_.broadcast_buffers && !buffers_synced_ && group_->size() > 1 && !buffers_.empty()) {
     broadcast_coalesced(*group_, buffers_, options_.timeout);
     stats_.buffer_broadcasts += 1;

@@ -2,12 +2,30 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "lockstep/core/dtype.h"
 
 namespace lockstep {
+
+// Where a buffer's elements live: host memory (the default) or one CUDA device, numbered as this
+// process sees devices (after CUDA_VISIBLE_DEVICES). Only the nccl backend moves device buffers;
+// the others refuse them with InvalidArgument (docs/nccl.md).
+struct Device {
+  enum class Kind : uint8_t { host, cuda };
+  Kind kind = Kind::host;
+  int index = 0;  // the CUDA device index; 0 for host
+  static constexpr Device cuda(int index) { return Device{Kind::cuda, index}; }
+  constexpr bool is_cuda() const { return kind == Kind::cuda; }
+  friend constexpr bool operator==(const Device&, const Device&) = default;
+};
+// "cpu" or "cuda:1".
+inline std::string device_name(Device d) {
+  return d.is_cuda() ? "cuda:" + std::to_string(d.index) : std::string("cpu");
+}
 
 // A writable run of `count` elements of `dtype` at `data`. Does not own the memory: the caller
 // keeps it alive (and does not touch it) until the Work that uses it has completed.
@@ -15,6 +33,7 @@ struct BufferView {
   void* data = nullptr;
   size_t count = 0;
   DType dtype = DType::f32;
+  Device device{};  // host unless set: BufferView{p, n, DType::f32, Device::cuda(local_rank)}
   size_t bytes() const { return count * element_size(dtype); }
 };
 
@@ -23,9 +42,12 @@ struct ConstBufferView {
   const void* data = nullptr;
   size_t count = 0;
   DType dtype = DType::f32;
+  Device device{};
   ConstBufferView() = default;
-  ConstBufferView(const void* d, size_t n, DType t) : data(d), count(n), dtype(t) {}
-  ConstBufferView(const BufferView& v) : data(v.data), count(v.count), dtype(v.dtype) {}  // NOLINT
+  ConstBufferView(const void* d, size_t n, DType t, Device dev = {})
+      : data(d), count(n), dtype(t), device(dev) {}
+  ConstBufferView(const BufferView& v)  // NOLINT
+      : data(v.data), count(v.count), dtype(v.dtype), device(v.device) {}
   size_t bytes() const { return count * element_size(dtype); }
 };
 

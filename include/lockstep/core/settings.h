@@ -12,13 +12,22 @@ struct Settings {
   // LOCKSTEP_TIMEOUT (seconds, may be fractional): default deadline of every collective and store
   // call. Default 300.
   std::chrono::milliseconds timeout{300'000};
-  // LOCKSTEP_DEBUG: OFF (default), INFO or DETAIL.
+  // LOCKSTEP_DEBUG: OFF (default), INFO or DETAIL (docs/diagnostics.md).
   DebugLevel debug = DebugLevel::off;
+  // LOCKSTEP_DEBUG_EVERY: with INFO or DETAIL, DDP logs its iteration timings every this many
+  // iterations. Default 100.
+  int debug_every = 100;
   // LOCKSTEP_SOCKET_ADDR: the address this process advertises to peers for data connections.
   // Empty: the address this host uses to reach the store, else the hostname's address.
   std::string socket_addr;
   // LOCKSTEP_TRACE_DIR: where flight-recorder dumps go. Default ./lockstep-trace.
   std::string trace_dir = "lockstep-trace";
+  // LOCKSTEP_FLIGHT_RECORDER_SIZE: how many of its last ops each group keeps for its dump.
+  // Default 2000. 0 turns the flight recorder and the watchdog off.
+  int flight_recorder_size = 2000;
+  // LOCKSTEP_STALL_WARNING_S (seconds): an op in flight this long logs a warning naming the ranks
+  // it waits for. 0 (default): min(60 s, the group's timeout / 2).
+  std::chrono::milliseconds stall_warning{0};
 };
 
 // The settings of this process, read from the environment on first use. A malformed value throws

@@ -26,6 +26,7 @@
 
 #include "lockstep/core/buffer.h"
 #include "lockstep/group/options.h"
+#include "lockstep/group/shared_buffer.h"
 #include "lockstep/group/work.h"
 #include "lockstep/store/store.h"
 
@@ -34,6 +35,10 @@ namespace lockstep {
 class Backend;
 class ProgressQueue;
 struct Op;
+struct QueueHooks;
+namespace debug {
+class Watchdog;
+}
 
 // What a group is made of. Filled in by init_process_group and new_group.
 struct GroupConfig {
@@ -108,10 +113,25 @@ class ProcessGroup {
                        std::span<const size_t> recv_counts, const AllToAllOptions& options = {});
   // Completes once every rank has entered it.
   WorkPtr barrier(const BarrierOptions& options = {});
+  // Blocks until every rank has called it, or throws TimeoutError naming every rank that did not
+  // arrive within timeout (kGroupTimeout: the group's timeout). Collective. It goes through the
+  // store, not the data path, and does not wait for queued ops: call it where every rank should
+  // be, to find the ones that are not. Rank 0 collects the arrivals and hands every rank the same
+  // verdict; if rank 0 itself is missing, the others name every rank they did not see.
+  void monitored_barrier(std::chrono::milliseconds timeout = kGroupTimeout);
   // Point to point. Per pair of ranks, sends and recvs match in issue order and must agree on the
   // tag and size. Not collective.
   WorkPtr send(ConstBufferView input, int dst, const P2POptions& options = {});
   WorkPtr recv(BufferView output, int src, const P2POptions& options = {});
+
+  // `bytes` of memory for this rank's collective buffers that the group's peers can reach directly
+  // where the backend allows (shm: a shared-memory segment every rank maps; large collectives
+  // whose buffers all lie in such memory run without copies through the group's segment), and
+  // ordinary memory elsewhere. Collective: every rank calls it, the same number of times, in the
+  // same order, with the same size; a rank that asks for another size gets MismatchError (on
+  // every rank, naming each rank's size), one that never calls a TimeoutError naming it. Zeroed,
+  // page-aligned. Freeing (dropping the last copy of the handle) is local to this rank.
+  SharedBuffer allocate(size_t bytes, std::chrono::milliseconds timeout = kGroupTimeout);
 
   // A subgroup of `ranks` (ranks of this group, distinct, any order). Member i of the subgroup is
   // the i-th smallest of them. Collective over this whole group: every rank calls it, in the same
@@ -120,15 +140,20 @@ class ProcessGroup {
                                           const NewGroupOptions& options = {});
 
  private:
+  // Starts the watchdog (unless LOCKSTEP_FLIGHT_RECORDER_SIZE=0); returns the queue's hooks.
+  QueueHooks start_watchdog();
   // Numbers op (collective or per-pair p2p sequence), sets its deadline and queues it.
   WorkPtr enqueue(Op op, std::chrono::milliseconds timeout);
 
   GroupConfig config_;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<debug::Watchdog> watchdog_;  // flight recorder, status keys, stall warnings
   std::unique_ptr<ProgressQueue> queue_;
   std::mutex issue_mu_;  // numbering and queueing are one step, so queue order = number order
   uint64_t seq_ = 0;
   uint64_t subgroups_ = 0;
+  uint64_t monitored_barriers_ = 0;
+  uint64_t allocations_ = 0;  // allocate calls so far (numbers them, the same on every rank)
   std::vector<uint64_t> send_seq_, recv_seq_;
 };
 

@@ -7,6 +7,7 @@
 #include "backends/shm/mailbox.h"
 #include "backends/shm/peers.h"
 #include "backends/shm/segment.h"
+#include "backends/shm/shared_alloc.h"
 #include "backends/shm/sync.h"
 #include "lockstep/core/error.h"
 #include "net/socket.h"
@@ -54,7 +55,8 @@ class ShmBackend final : public Backend {
         peers_(segment_->view(), config.rank,
                config.hostname.empty() ? net::hostname() : config.hostname),
         sync_(segment_->view(), peers_),
-        mailboxes_(segment_->view(), sync_) {}
+        mailboxes_(segment_->view(), sync_),
+        allocations_(config.name, config.rank, config.size, config.store.get()) {}
 
   ~ShmBackend() override { leave(); }
 
@@ -80,6 +82,10 @@ class ShmBackend final : public Backend {
     }
   }
 
+  SharedBuffer allocate(size_t bytes, uint64_t index, Deadline deadline) override {
+    return allocations_.allocate(bytes, index, deadline);
+  }
+
   void abort(const std::string& reason) override { abort_with(ErrorClass::network, reason); }
 
   void shutdown(Deadline deadline) override {
@@ -98,7 +104,8 @@ class ShmBackend final : public Backend {
                  .n = config_.size,
                  .parity = static_cast<int>(collectives_ % 2),
                  .base = sync_.step(),
-                 .es = element_size(op.dtype)};
+                 .es = element_size(op.dtype),
+                 .allocations = &allocations_};
     ++collectives_;
     switch (op.kind) {
       case OpKind::all_reduce:
@@ -147,6 +154,7 @@ class ShmBackend final : public Backend {
   Peers peers_;
   Sync sync_;
   Mailboxes mailboxes_;
+  SharedAllocations allocations_;  // ProcessGroup::allocate's buffers
   Reducer reducer_;
   uint64_t collectives_ = 0;
   bool aborted_ = false;

@@ -26,6 +26,7 @@
 
 #include "backends/shm/layout.h"
 #include "backends/shm/reducer.h"
+#include "backends/shm/shared_alloc.h"
 #include "backends/shm/sync.h"
 #include "group/op.h"
 
@@ -41,6 +42,7 @@ struct Collective {
   int parity = 0;     // the local collective index mod 2
   uint32_t base = 0;  // this rank's step when the op started
   size_t es = 1;      // element size
+  const SharedAllocations* allocations = nullptr;  // this rank's (shared_collectives.h)
 
   uint32_t arrived() const { return base + 1; }
   uint32_t produced(size_t round) const { return base + 2 + 2 * static_cast<uint32_t>(round); }

@@ -21,7 +21,7 @@
 namespace lockstep::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x4c4b53504d485321;  // "!SHMPSKL"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kAbortReasonBytes = 2048;
 
@@ -43,6 +43,14 @@ struct alignas(kCacheLine) Descriptor {
 };
 static_assert(sizeof(Descriptor) == kCacheLine);
 
+// Where one rank's buffers of an op live when they are in ProcessGroup::allocate memory
+// (shared_alloc.h): the allocation's id (0: private memory) and the byte offset in the rank's
+// region of it. Peers then read and write them directly (shared_collectives.h).
+struct BufferRefs {
+  uint64_t in_id = 0, in_offset = 0;
+  uint64_t out_id = 0, out_offset = 0;
+};
+
 enum class RankState : uint32_t { absent = 0, attached = 1, departed = 2 };
 
 struct RankControl {
@@ -53,6 +61,10 @@ struct RankControl {
   // a hash of the descriptor (equal hashes: nothing to compare) and whether the payload is inline.
   uint64_t fingerprint[2] = {};
   uint8_t inline_data[2] = {};
+  // Whether refs[parity] names an allocation (then the op may take a shared path), and this rank's
+  // vote that it can take it (every ref resolves here; shared_collectives.h).
+  uint8_t has_refs[2] = {};
+  uint8_t shared_ok[2] = {};
   // Receivers of this rank's sends ring it after taking a mailbox buffer (the sender thread
   // sleeps on it).
   alignas(kCacheLine) std::atomic<uint32_t> bell{0};
@@ -60,6 +72,7 @@ struct RankControl {
   alignas(kCacheLine) std::atomic<uint32_t> state{0};  // RankState
   std::atomic<int32_t> pid{0};
   Descriptor desc[2];  // by op parity
+  alignas(kCacheLine) BufferRefs refs[2];  // by op parity
 };
 
 struct SegmentHeader {

@@ -12,6 +12,7 @@
 
 #include "backends/shm/collective.h"
 #include "backends/shm/copy.h"
+#include "backends/shm/shared_collectives.h"
 
 namespace lockstep::shm {
 
@@ -65,10 +66,12 @@ void run_broadcast(Collective& x) {
   const bool root = x.me == op.root;
   const bool fits = bytes <= kSmallSlotBytes;
   if (root && fits) copy_bytes(x.small(x.me), op.input, bytes);
+  publish_refs(x);
   if (arrive(x, root ? bytes : 0, !root || fits)) {
     if (!root) copy_bytes(op.output, x.small(op.root), bytes);
     return;
   }
+  if (run_shared(x)) return;
   const size_t per_round = x.chunk_bytes();
   auto produce = [&](size_t c) {
     const Range part = part_of(bytes, c, per_round);
@@ -97,6 +100,7 @@ void run_gather(Collective& x) {
   const bool publishes = everyone || x.me != op.root;
   const bool fits = mine <= kSmallSlotBytes;
   if (publishes && fits) copy_bytes(x.small(x.me), op.input, mine);
+  publish_refs(x);
   if (arrive(x, mine, !publishes || fits)) {
     if (!collects) return;
     for (size_t q = 0; q < op.counts.size(); ++q)
@@ -104,6 +108,7 @@ void run_gather(Collective& x) {
                  q == me ? op.input : x.small(static_cast<int>(q)), op.counts[q] * es);
     return;
   }
+  if (run_shared(x)) return;
   const size_t per_round = x.chunk_bytes() / es;
   auto produce = [&](size_t c) {
     const Range part = part_of(op.counts[me], c, per_round);

@@ -17,6 +17,7 @@
 
 #include "backends/shm/collective.h"
 #include "backends/shm/copy.h"
+#include "backends/shm/shared_collectives.h"
 
 namespace lockstep::shm {
 
@@ -53,10 +54,12 @@ void run_all_reduce(Collective& x) {
   const bool deliver = op.kind == OpKind::all_reduce || x.me == op.root;
   const bool fits = bytes <= kSmallReduceBytes;
   if (fits && bytes > 0) std::memcpy(x.small(x.me), op.input, bytes);
+  publish_refs(x);
   if (arrive(x, bytes, fits)) {
     if (deliver) reduce_small(x, op.output, 0, op.count);
     return;
   }
+  if (run_shared(x)) return;
   all_reduce_pipelined(x, deliver);
 }
 
@@ -116,10 +119,12 @@ void run_reduce_scatter(Collective& x) {
   const bool fits =
       total_bytes <= std::min(kSmallSlotBytes, kSmallReduceBytes * static_cast<size_t>(x.n));
   if (fits && total_bytes > 0) std::memcpy(x.small(x.me), op.input, total_bytes);
+  publish_refs(x);
   if (arrive(x, total_bytes, fits)) {
     reduce_small(x, op.output, offset[me], op.counts[me]);
     return;
   }
+  if (run_shared(x)) return;
   const size_t region = x.region_bytes(), per_round = region / es;
   const auto* in = bytes_of(op.input);
   // An output inside this rank's own input region is written while being read: copy it too.

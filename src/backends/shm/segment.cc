@@ -26,10 +26,6 @@ namespace {
 constexpr const char* kDir = "/dev/shm";
 constexpr const char* kErrorPrefix = "error:";
 
-std::string segment_key(const std::string& group) {
-  return group + "/shm/segment";
-}
-
 std::string mib(uint64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
@@ -69,7 +65,7 @@ void sweep_stale() {
   ::closedir(dir);
 }
 
-[[noreturn]] void throw_no_space(const SegmentOptions& o, const Layout& l, int error) {
+[[noreturn]] void throw_no_space(const SegmentOptions& o, const SharedFile& f, int error) {
   struct statvfs fs {};
   std::string free_text = "unknown";
   if (::statvfs(kDir, &fs) == 0) {
@@ -78,8 +74,8 @@ void sweep_stale() {
                                mib(static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize));
   }
   throw ConfigError(detail::concat(
-      "group '", o.group, "': the shm backend needs a shared-memory segment of ", l.total,
-      " bytes (", mib(l.total), ") in ", kDir, " for ", o.size, " ranks, but only ", free_text,
+      "group '", o.group, "': ", f.needs, " of ", f.bytes, " bytes (", mib(f.bytes), ") in ", kDir,
+      " for ", o.size, " ranks, but only ", free_text,
       " is free there (posix_fallocate: ", net::errno_text(error), "). Fix: free space in ", kDir,
       " or enlarge it (docker run --shm-size=1g; mount -o remount,size=2g ", kDir,
       "), or use the tcp backend"));
@@ -90,34 +86,34 @@ void* map_fd(int fd, size_t bytes) {
   return base == MAP_FAILED ? nullptr : base;
 }
 
-// Rank 0: creates, sizes, maps and initialises the segment. Returns the mapping.
-void* create(const SegmentOptions& o, const Layout& l, const std::string& path) {
+// Rank 0: creates, sizes, maps and initialises the file's header. Returns the mapping.
+void* create(const SegmentOptions& o, const SharedFile& f, const std::string& path) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0)
     throw ConfigError(detail::concat("group '", o.group, "': cannot create ", path, ": ",
                                      net::errno_text(errno), ". Fix: check that ", kDir,
                                      " exists and is writable, or use the tcp backend"));
-  int error = ::posix_fallocate(fd, 0, static_cast<off_t>(l.total));
-  void* base = error == 0 ? map_fd(fd, l.total) : nullptr;
+  int error = ::posix_fallocate(fd, 0, static_cast<off_t>(f.bytes));
+  void* base = error == 0 ? map_fd(fd, f.bytes) : nullptr;
   if (error == 0 && !base) error = errno;
   ::close(fd);
   if (!base) {
     ::unlink(path.c_str());
-    if (error == ENOSPC) throw_no_space(o, l, error);
+    if (error == ENOSPC) throw_no_space(o, f, error);
     throw ConfigError(detail::concat("group '", o.group, "': cannot size or map ", path, " (",
-                                     l.total, " bytes): ", net::errno_text(error)));
+                                     f.bytes, " bytes): ", net::errno_text(error)));
   }
   auto* h = new (base) SegmentHeader();
-  h->magic = kSegmentMagic;
+  h->magic = f.magic;
   h->version = kLayoutVersion;
   h->nranks = o.size;
-  h->total_bytes = l.total;
+  h->total_bytes = f.bytes;
   std::snprintf(h->group, sizeof h->group, "%s", o.group.c_str());
   return base;
 }
 
-// Ranks other than 0: maps the segment rank 0 published and checks that it is the one expected.
-void* open_existing(const SegmentOptions& o, const Layout& l, const std::string& path) {
+// Ranks other than 0: maps the file rank 0 published and checks that it is the one expected.
+void* open_existing(const SegmentOptions& o, const SharedFile& f, const std::string& path) {
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0)
     throw NetworkError(detail::concat("group '", o.group, "': rank ", o.rank, " cannot open ", path,
@@ -125,13 +121,13 @@ void* open_existing(const SegmentOptions& o, const Layout& l, const std::string&
                                       " (did rank 0 fail, or do the ranks run on different "
                                       "hosts? the shm backend needs one host; use tcp otherwise)"));
   struct stat st {};
-  void* base = ::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == l.total
-                   ? map_fd(fd, l.total)
+  void* base = ::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == f.bytes
+                   ? map_fd(fd, f.bytes)
                    : nullptr;
   ::close(fd);
   auto* h = static_cast<SegmentHeader*>(base);
-  if (!h || h->magic != kSegmentMagic || h->version != kLayoutVersion || h->nranks != o.size) {
-    if (base) ::munmap(base, l.total);
+  if (!h || h->magic != f.magic || h->version != kLayoutVersion || h->nranks != o.size) {
+    if (base) ::munmap(base, f.bytes);
     throw ConfigError(detail::concat("group '", o.group, "': ", path,
                                      " is not a lockstep segment for ", o.size,
                                      " ranks of this version (do all ranks run the same "
@@ -140,27 +136,20 @@ void* open_existing(const SegmentOptions& o, const Layout& l, const std::string&
   return base;
 }
 
-std::string absent_ranks(const SegmentView& v) {
-  std::string list;
-  for (int r = 0; r < v.size(); ++r)
-    if (v.control(r).state.load() == static_cast<uint32_t>(RankState::absent))
-      list += (list.empty() ? "" : ", ") + std::to_string(r);
-  return "[" + list + "]";
-}
-
-// Waits until every rank has mapped the segment (then the last one has unlinked it).
-void wait_all_attached(const SegmentView& v, const SegmentOptions& o, const std::string& path) {
-  SegmentHeader& h = v.header();
+// Waits until every rank has mapped the file (then the last one has unlinked it).
+void wait_all_attached(std::byte* base, const SegmentOptions& o, const SharedFile& f,
+                       const std::string& path) {
+  SegmentHeader& h = *reinterpret_cast<SegmentHeader*>(base);
   const uint32_t n = static_cast<uint32_t>(o.size);
   for (;;) {
     uint32_t seen = h.attached.load();
     if (seen >= n) return;
     if (o.deadline.expired()) {
       ::unlink(path.c_str());  // nobody else will: the count never completes
-      throw TimeoutError(detail::concat(
-          "group '", o.group, "': ranks ", absent_ranks(v), " of ", o.size,
-          " never attached to the shared-memory segment (waited until the group's timeout). "
-          "Fix: every rank must create the group; check those ranks' output"));
+      throw TimeoutError(detail::concat("group '", o.group, "': ranks ", f.absent(base), " of ",
+                                        o.size, " never attached to ", f.subject,
+                                        " (waited until the group's timeout). Fix: ", f.fix,
+                                        "; check those ranks' output"));
     }
     h.attached_waiters.fetch_add(1);
     if (h.attached.load() == seen)
@@ -173,6 +162,44 @@ void wait_all_attached(const SegmentView& v, const SegmentOptions& o, const std:
 
 }  // namespace
 
+SharedMapping attach_shared_file(const SegmentOptions& o, const SharedFile& f) {
+  std::string path;
+  void* mapped = nullptr;
+  if (o.rank == 0) {
+    sweep_stale();
+    path = std::string(kDir) + "/" + make_name(f.tag);
+    try {
+      mapped = create(o, f, path);
+    } catch (const Error& e) {
+      o.store->set(f.key, kErrorPrefix + std::string(e.what()));
+      throw;
+    }
+    o.store->set(f.key, path);
+  } else {
+    path = o.store->get(f.key, o.deadline.remaining());
+    if (path.rfind(kErrorPrefix, 0) == 0)
+      throw ConfigError(detail::concat("rank 0 could not set up ", f.subject, ": ",
+                                       path.substr(std::strlen(kErrorPrefix))));
+    mapped = open_existing(o, f, path);
+  }
+  auto* base = static_cast<std::byte*>(mapped);
+  SegmentHeader& h = *reinterpret_cast<SegmentHeader*>(base);
+  f.mark_present(base);
+  if (h.attached.fetch_add(1) + 1 == static_cast<uint32_t>(o.size)) {
+    ::unlink(path.c_str());
+    futex_wake_all(h.attached);
+  }
+  try {
+    wait_all_attached(base, o, f, path);
+  } catch (...) {
+    ::munmap(base, f.bytes);
+    throw;
+  }
+  if (o.rank == 0)
+    o.store->delete_key(f.key);  // every rank has read it; a later group may reuse the name
+  return {base, path};
+}
+
 Segment::Segment(void* base, const Layout& layout, std::string path)
     : base_(base), view_(static_cast<std::byte*>(base), layout), path_(std::move(path)) {}
 
@@ -182,39 +209,33 @@ Segment::~Segment() {
 
 std::unique_ptr<Segment> Segment::attach(const SegmentOptions& o) {
   const Layout layout = layout_for(o.size);
-  const std::string key = segment_key(o.group);
-  std::string path;
-  void* base = nullptr;
-  if (o.rank == 0) {
-    sweep_stale();
-    path = std::string(kDir) + "/" + make_name(o.group);
-    try {
-      base = create(o, layout, path);
-    } catch (const Error& e) {
-      o.store->set(key, kErrorPrefix + std::string(e.what()));
-      throw;
-    }
-    o.store->set(key, path);
-  } else {
-    path = o.store->get(key, o.deadline.remaining());
-    if (path.rfind(kErrorPrefix, 0) == 0)
-      throw ConfigError(detail::concat("rank 0 could not set up the shared-memory segment: ",
-                                       path.substr(std::strlen(kErrorPrefix))));
-    base = open_existing(o, layout, path);
-  }
-  std::unique_ptr<Segment> segment(new Segment(base, layout, path));
-  const SegmentView& v = segment->view();
-  RankControl& me = v.control(o.rank);
-  me.pid.store(static_cast<int32_t>(::getpid()));
-  me.state.store(static_cast<uint32_t>(RankState::attached));
-  if (v.header().attached.fetch_add(1) + 1 == static_cast<uint32_t>(o.size)) {
-    ::unlink(path.c_str());
-    futex_wake_all(v.header().attached);
-  }
-  wait_all_attached(v, o, path);
-  if (o.rank == 0)
-    o.store->delete_key(key);  // every rank has read it; a later group may reuse the name
-  return segment;
+  auto control = [layout](std::byte* base, int r) -> RankControl& {
+    return SegmentView(base, layout).control(r);
+  };
+  const SharedFile file{
+      .key = o.group + "/shm/segment",
+      .tag = o.group,
+      .bytes = layout.total,
+      .magic = kSegmentMagic,
+      .needs = "the shm backend needs a shared-memory segment",
+      .subject = "the shared-memory segment",
+      .fix = "every rank must create the group",
+      .mark_present =
+          [&](std::byte* base) {
+            RankControl& me = control(base, o.rank);
+            me.pid.store(static_cast<int32_t>(::getpid()));
+            me.state.store(static_cast<uint32_t>(RankState::attached));
+          },
+      .absent =
+          [&](std::byte* base) {
+            std::string list;
+            for (int r = 0; r < o.size; ++r)
+              if (control(base, r).state.load() == static_cast<uint32_t>(RankState::absent))
+                list += (list.empty() ? "" : ", ") + std::to_string(r);
+            return "[" + list + "]";
+          }};
+  SharedMapping mapped = attach_shared_file(o, file);
+  return std::unique_ptr<Segment>(new Segment(mapped.base, layout, std::move(mapped.path)));
 }
 
 }  // namespace lockstep::shm

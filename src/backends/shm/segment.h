@@ -10,6 +10,7 @@
 // removes names left behind by creators that died during setup.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,31 @@ struct SegmentOptions {
   Store* store = nullptr;  // where rank 0 publishes the segment name
   Deadline deadline{Clock::now()};
 };
+
+// [Shared files] The protocol of [Segment lifetime] for any file whose first bytes are a
+// SegmentHeader (the group's segment, and the buffers of ProcessGroup::allocate: shared_alloc.h).
+struct SharedFile {
+  std::string key;       // store key under which rank 0 publishes the file's name
+  std::string tag;       // goes into the file name (after the prefix): the group's name and more
+  uint64_t bytes = 0;    // the whole file
+  uint64_t magic = 0;    // SegmentHeader::magic of this kind of file
+  std::string needs;     // for a full /dev/shm: "the shm backend needs a shared-memory segment"
+  std::string subject;   // "the shared-memory segment"
+  std::string fix;       // what to do when ranks never attach
+  // Marks this rank present in the new mapping (before it counts itself as attached).
+  std::function<void(std::byte* base)> mark_present;
+  // The ranks that have not marked themselves present: "[1, 3]".
+  std::function<std::string(std::byte* base)> absent;
+};
+
+// Collective over the group: creates (rank 0) or opens the file, maps it and waits until every
+// rank has mapped it; the last one to map unlinks the name. Returns the mapping (munmap(base,
+// file.bytes) releases it) and the name it had. Throws as Segment::attach does.
+struct SharedMapping {
+  std::byte* base = nullptr;
+  std::string path;
+};
+SharedMapping attach_shared_file(const SegmentOptions& options, const SharedFile& file);
 
 // A mapped segment. Owns the mapping (unmapped on destruction); the name is already unlinked.
 class Segment {

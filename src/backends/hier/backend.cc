@@ -1,0 +1,119 @@
+// HierBackend: owns a flat tcp mesh of the whole group, the shm backend of this rank's host and
+// the leaders' stage, and routes each op: all_reduce hierarchically, everything else flat. A
+// failure anywhere aborts all three, so every rank of every host fails fast with the cause.
+#include "backends/hier/backend.h"
+
+#include <algorithm>
+
+#include "backends/hier/all_reduce.h"
+#include "backends/hier/flat_mesh.h"
+#include "backends/hier/hosts.h"
+#include "backends/hier/leader_stage.h"
+#include "backends/hier/rank_names.h"
+#include "backends/shm/backend.h"
+#include "backends/tcp/peer_errors.h"
+#include "lockstep/core/error.h"
+
+namespace lockstep {
+
+namespace {
+
+using namespace hier;
+
+// Ops that move at most this much run inline (see prefers_inline), as on the tcp backend.
+constexpr uint64_t kInlineBytes = 64 * 1024;
+
+// The shm group of this rank's host: named after the group and the host's leader.
+GroupConfig host_group_config(const GroupConfig& config, const std::vector<int>& host_ranks) {
+  GroupConfig host = config;
+  host.name = detail::concat(config.name, "/host", host_ranks.front());
+  host.rank = static_cast<int>(std::find(host_ranks.begin(), host_ranks.end(), config.rank) -
+                               host_ranks.begin());
+  host.size = static_cast<int>(host_ranks.size());
+  host.global_ranks.clear();
+  for (int r : host_ranks) host.global_ranks.push_back(config.global_ranks[static_cast<size_t>(r)]);
+  host.backend = "shm";
+  return host;
+}
+
+class HierBackend final : public Backend {
+ public:
+  HierBackend(const GroupConfig& config, const HostMap& hosts)
+      : config_(config), mesh_(config), host_ranks_(hosts.ranks_with(config.rank)) {
+    if (host_ranks_.size() > 1) {
+      GroupConfig host = host_group_config(config, host_ranks_);
+      host_rank_ = host.rank;
+      host_group_ = make_shm_backend(host);
+    }
+    if (host_rank_ == 0 && hosts.hosts.size() > 1)
+      leaders_ = std::make_unique<TcpLeaderStage>(mesh_, hosts.leaders());
+  }
+
+  const std::string& name() const override { return name_; }
+
+  bool prefers_inline(const Op& op) const override {
+    if (op.kind == OpKind::recv || op.kind == OpKind::all_to_all) return false;
+    return op.agreed_bytes() <= kInlineBytes;
+  }
+
+  void run(const Op& op) override {
+    if (aborted_)
+      throw_as(abort_class_, detail::concat(op.name(), ": the group is broken: ", abort_reason_));
+    try {
+      if (op.kind == OpKind::all_reduce)
+        all_reduce_hierarchical({.host_group = host_group_.get(),
+                                 .host_ranks = host_ranks_,
+                                 .host_rank = host_rank_,
+                                 .leaders = leaders_.get(),
+                                 .group_size = config_.size,
+                                 .scratch = &scratch_},
+                                op);
+      else
+        mesh_.run(op);
+    } catch (const Error& e) {
+      abort_with(error_class_of(e), e.what());
+      throw;
+    }
+  }
+
+  void abort(const std::string& reason) override { abort_with(ErrorClass::network, reason); }
+
+  void shutdown(Deadline deadline) override {
+    if (aborted_ || shut_down_) return;
+    shut_down_ = true;
+    if (host_group_) host_group_->shutdown(deadline);
+    mesh_.goodbye(deadline);
+  }
+
+ private:
+  void abort_with(ErrorClass error_class, const std::string& reason) {
+    if (aborted_) return;
+    aborted_ = true;
+    abort_class_ = error_class;
+    abort_reason_ = reason;
+    mesh_.abort(error_class, reason);
+    // [Outside this host] in rank_names.h: the reason already names ranks of the whole group.
+    if (host_group_) host_group_->abort(std::string(kOutsideHost) + reason);
+  }
+
+  const std::string name_ = "hier";
+  GroupConfig config_;
+  FlatMesh mesh_;
+  std::vector<int> host_ranks_;
+  int host_rank_ = 0;
+  std::unique_ptr<Backend> host_group_;
+  std::unique_ptr<LeaderStage> leaders_;
+  Scratch scratch_;
+  bool aborted_ = false;
+  bool shut_down_ = false;
+  ErrorClass abort_class_ = ErrorClass::network;
+  std::string abort_reason_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_hier_backend(const GroupConfig& config) {
+  return std::make_unique<HierBackend>(config, exchange_hosts(config));
+}
+
+}  // namespace lockstep

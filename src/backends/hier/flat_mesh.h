@@ -1,0 +1,44 @@
+// FlatMesh: the tcp connections between every pair of ranks of a hierarchical group. Ops that
+// do not run hierarchically run on it with the ordinary algorithms, and the leaders' stage of a
+// hierarchical all_reduce runs on a subset of it (SubsetTransport).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "algorithms/algorithms.h"
+#include "backends/tcp/tcp_transport.h"
+#include "group/op.h"
+#include "lockstep/group/process_group.h"
+
+namespace lockstep::hier {
+
+class FlatMesh {
+ public:
+  // Connects to every member (collective over the group, within config.timeout); the same
+  // store keys and errors as the tcp backend.
+  explicit FlatMesh(const GroupConfig& config);
+
+  // Runs op over every rank with run_collective. Throws what the transport throws.
+  void run(const Op& op);
+  // Runs `fn(transport, scratch)` with `identity` as the transport's current op.
+  template <class Fn>
+  void with_op(const Op& identity, Fn fn) {
+    transport_->begin_op(identity);
+    fn(*transport_, scratch_);
+    transport_->end_op();
+  }
+
+  // After a failure: leaves the reason in the store and sends abort frames. Never throws.
+  void abort(ErrorClass error_class, const std::string& reason);
+  // Orderly goodbye (TcpTransport::goodbye). Never throws.
+  void goodbye(Deadline deadline) { transport_->goodbye(deadline); }
+
+ private:
+  GroupConfig config_;
+  std::string host_;
+  std::unique_ptr<TcpTransport> transport_;
+  Scratch scratch_;
+};
+
+}  // namespace lockstep::hier

@@ -1,0 +1,175 @@
+// NcclBackend: runs each op as NCCL calls on the group's stream and waits for it with the async
+// error handling of Communicator::wait. A failure on this rank aborts the communicator and leaves
+// an abort note in the store, so that peers stop waiting at once with the cause.
+#include "backends/nccl/backend.h"
+
+#include <atomic>
+#include <mutex>
+
+#include "backends/nccl/collectives.h"
+#include "backends/nccl/communicator.h"
+#include "backends/nccl/cuda_util.h"
+#include "backends/tcp/peer_errors.h"
+#include "lockstep/core/error.h"
+#include "net/socket.h"
+
+namespace lockstep {
+
+namespace {
+
+class NcclBackend final : public Backend {
+ public:
+  NcclBackend(const GroupConfig& config, int device, Deadline deadline)
+      : config_(config), comm_(config, device, deadline) {}
+
+  const std::string& name() const override { return name_; }
+
+  void run(const Op& op) override {
+    if (comm_.aborted())
+      throw NetworkError(detail::concat(op.name(), ": the group is broken: ", abort_reason_));
+    try {
+      // The progress thread is not the thread that set the device at init.
+      nccl::check_cuda(cudaSetDevice(comm_.device()), op.name() + ": cudaSetDevice");
+      check_pointers(op);
+      nccl::enqueue_op(comm_, op, config_.rank);
+      comm_.wait(op.name(), op.deadline);
+    } catch (const Error& e) {
+      abort(e.what());
+      throw;
+    }
+  }
+
+  std::string device_problem(Device device) const override {
+    if (device == Device::cuda(comm_.device())) return "";
+    if (!device.is_cuda())
+      return "backend 'nccl' moves CUDA device memory only (use backend 'auto' to mix host and "
+             "device buffers)";
+    return detail::concat("group '", config_.name, "' uses nccl on cuda:", comm_.device(),
+                          " (the device that was current at init); put the buffers there, or "
+                          "call cudaSetDevice(local_rank) before init");
+  }
+
+  void abort(const std::string& reason) override {
+    if (comm_.aborted() && !abort_reason_.empty()) return;
+    abort_reason_ = reason;
+    write_abort_note(*config_.store, config_.name, config_.rank,
+                     config_.hostname.empty() ? net::hostname() : config_.hostname, reason);
+    comm_.abort();
+  }
+
+  // Runs on the thread that destroys the group: its current device is restored afterwards.
+  void shutdown(Deadline deadline) override {
+    int callers_device = -1;
+    cudaGetDevice(&callers_device);
+    try {
+      nccl::check_cuda(cudaSetDevice(comm_.device()), "shutdown: cudaSetDevice");
+      comm_.finalize(deadline);
+    } catch (const Error&) {
+      // The communicator was aborted instead; peers see their own errors or finish.
+    }
+    if (callers_device >= 0) cudaSetDevice(callers_device);
+  }
+
+ private:
+  // A buffer tagged Device::cuda(n) must really be device memory on cuda:n; NCCL would otherwise
+  // fault or read the wrong memory.
+  void check_pointers(const Op& op) const {
+    const std::string expected = "cuda:" + std::to_string(comm_.device());
+    for (const void* p :
+         {static_cast<const void*>(op.input), static_cast<const void*>(op.output)}) {
+      if (p == nullptr) continue;
+      std::string actual = nccl::memory_location(p);
+      LOCKSTEP_ENFORCE(actual == expected, InvalidArgument, op.name(), " on rank ", config_.rank,
+                       ": a buffer tagged ", expected, " points to ", actual,
+                       " memory; tag each BufferView with the device its memory is on");
+    }
+  }
+
+  const std::string name_ = "nccl";
+  GroupConfig config_;
+  nccl::Communicator comm_;
+  std::string abort_reason_;
+};
+
+// The device the calling thread has current, after checking that there is a GPU at all.
+int current_device(const GroupConfig& config) {
+  std::string why;
+  LOCKSTEP_ENFORCE(nccl::visible_gpu_count(&why) > 0, ConfigError, "group '", config.name,
+                   "': backend nccl needs a CUDA device, but rank ", config.rank, " sees none (",
+                   why, "); use backend auto, shm or tcp on hosts without GPUs");
+  int device = 0;
+  nccl::check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  return device;
+}
+
+class DeviceRouter final : public Backend {
+ public:
+  DeviceRouter(std::unique_ptr<Backend> host, const GroupConfig& config)
+      : host_(std::move(host)), config_(config) {}
+
+  const std::string& name() const override { return host_->name(); }
+
+  void run(const Op& op) override {
+    if (!op.device.is_cuda()) return host_->run(op);
+    if (!nccl_) {
+      nccl_ = std::make_unique<NcclBackend>(config_, op.device.index, op.deadline);
+      nccl_device_.store(op.device.index);
+    }
+    nccl_->run(op);
+  }
+
+  bool prefers_inline(const Op& op) const override {
+    return !op.device.is_cuda() && host_->prefers_inline(op);
+  }
+
+  SharedBuffer allocate(size_t bytes, uint64_t index, Deadline deadline) override {
+    return host_->allocate(bytes, index, deadline);
+  }
+
+  std::string device_problem(Device device) const override {
+    if (!device.is_cuda()) return host_->device_problem(device);
+    int bound = nccl_device_.load();
+    if (bound >= 0 && device.index != bound)
+      return detail::concat("group '", config_.name, "' already runs nccl on cuda:", bound,
+                            "; one group uses one device per rank");
+    // Asked once, on first use: CPU-only jobs never initialise CUDA.
+    std::call_once(gpus_once_, [&] { gpus_ = nccl::visible_gpu_count(&no_gpu_reason_); });
+    if (gpus_ == 0) return "this process sees no CUDA device (" + no_gpu_reason_ + ")";
+    if (device.index < 0 || device.index >= gpus_)
+      return detail::concat("this process sees only ", gpus_, " CUDA device(s)");
+    return "";
+  }
+
+  void abort(const std::string& reason) override {
+    host_->abort(reason);
+    if (nccl_) nccl_->abort(reason);
+  }
+
+  void shutdown(Deadline deadline) override {
+    if (nccl_) nccl_->shutdown(deadline);
+    host_->shutdown(deadline);
+  }
+
+ private:
+  std::unique_ptr<Backend> host_;
+  GroupConfig config_;
+  std::unique_ptr<NcclBackend> nccl_;  // progress thread only
+  std::atomic<int> nccl_device_{-1};   // read by device_problem on the caller's thread
+  mutable std::once_flag gpus_once_;
+  mutable int gpus_ = 0;
+  mutable std::string no_gpu_reason_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_nccl_backend(const GroupConfig& config) {
+  return std::make_unique<NcclBackend>(config, current_device(config),
+                                       Deadline::after(config.timeout));
+}
+
+std::unique_ptr<Backend> route_device_buffers_to_nccl(std::unique_ptr<Backend> host,
+                                                      const GroupConfig& config) {
+  return std::make_unique<DeviceRouter>(std::move(host), config);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,87 @@
+// Communicator: one NCCL communicator and its CUDA stream, for one group on one device.
+//
+// [Init] Collective over the group, bounded by a deadline. Every rank publishes a DeviceClaim
+// (host, device index, PCI bus id) in the store and reads everyone's; ranks on one host that
+// picked one GPU fail here (core/device_check.h). Rank 0 then creates the NCCL unique id and sets
+// it in the store; the others get it. The communicator is created non-blocking, so that init,
+// like every later wait, gives up at the deadline instead of hanging.
+//
+// [Waiting] An op's NCCL calls are enqueued on the stream; wait() then polls cudaStreamQuery and
+// ncclCommGetAsyncError (spinning briefly, then sleeping), and every 100 ms the store's abort
+// note and the processes of the ranks on this host (peer_watch.h). On an NCCL or CUDA error,
+// another rank's abort note, a peer's exit, or the deadline, it aborts the communicator
+// (ncclCommAbort), so that a dead peer never hangs this rank, and throws an error naming the op
+// and the rank.
+//
+// Thread-safety: one thread at a time (the group's progress thread, or the constructor's).
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "backends/nccl/peer_watch.h"
+#include "lockstep/core/deadline.h"
+#include "lockstep/group/process_group.h"
+
+namespace lockstep::nccl {
+
+class Communicator {
+ public:
+  // Makes device current on the calling thread and creates the communicator. Collective; throws
+  // ConfigError for duplicate devices, TimeoutError naming the ranks that never joined, Error for
+  // CUDA or NCCL failures.
+  Communicator(const GroupConfig& config, int device, Deadline deadline);
+  // Finalizes (or, after an abort, only releases) the communicator, then the stream.
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  ncclComm_t comm() const { return comm_; }
+  cudaStream_t stream() const { return stream_; }
+  int device() const { return device_; }
+  // 4 bytes of device memory for barriers.
+  int* scratch() const { return scratch_; }
+
+  // Waits for an NCCL call's result in non-blocking mode: ncclInProgress settles through
+  // ncclCommGetAsyncError. Throws (after aborting) on an error or at the deadline.
+  void settle(ncclResult_t result, std::string_view call, std::string_view op, Deadline deadline);
+  // Blocks until everything enqueued on the stream has finished. Throws as described above.
+  void wait(std::string_view op, Deadline deadline);
+  // ncclCommAbort, once. Later calls do nothing.
+  void abort();
+  bool aborted() const { return aborted_; }
+  // Flushes outstanding work (ncclCommFinalize), waiting at most until deadline.
+  void finalize(Deadline deadline);
+
+ private:
+  void exchange_claims(Deadline deadline);
+  ncclUniqueId exchange_unique_id(Deadline deadline);
+  // "all_reduce #3 on rank 1 (nccl, cuda:1)".
+  std::string where(std::string_view op) const;
+  [[noreturn]] void fail_nccl(ncclResult_t result, std::string_view call, std::string_view op);
+  [[noreturn]] void fail_timeout(std::string_view op);
+  // Frees the communicator (destroy after finalize, else abort), the scratch and the stream.
+  void release();
+  // Throws NetworkError if another rank left an abort note in the store, or a rank on this host
+  // exited. Looks at most every 100 ms.
+  void check_peers(std::string_view op);
+
+  GroupConfig config_;
+  int device_;
+  std::string host_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  int* scratch_ = nullptr;
+  std::unique_ptr<PeerWatch> peers_;
+  bool aborted_ = false;
+  bool finalized_ = false;
+  Clock::time_point next_note_check_{};
+  Clock::time_point began_{};  // when the current wait started, for messages
+};
+
+}  // namespace lockstep::nccl

@@ -1,0 +1,38 @@
+// PeerWatch: notices at once when a rank on this host exits (a crash, SIGKILL, the OOM killer)
+// while an op waits for it. NCCL's transports within a host would otherwise wait until the
+// deadline. Ranks on other hosts are left to NCCL's own network errors and to the deadline.
+//
+// [Liveness] Each rank publishes (host id, pid namespace, pid) in the store. A rank in another
+// process on this host and in this pid namespace is watched through a pidfd, which turns readable
+// the moment the process exits (zombie or not), so pid reuse cannot fool it. Ranks that share
+// this process (threads as ranks) are not watched.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lockstep/core/deadline.h"
+#include "lockstep/group/process_group.h"
+
+namespace lockstep::nccl {
+
+class PeerWatch {
+ public:
+  // Collective over the group, within deadline (TimeoutError naming the missing ranks).
+  PeerWatch(const GroupConfig& config, Deadline deadline);
+  ~PeerWatch();
+  PeerWatch(const PeerWatch&) = delete;
+  PeerWatch& operator=(const PeerWatch&) = delete;
+
+  // The first watched rank whose process has ended, or nothing. One poll(2); never blocks.
+  std::optional<int> first_dead() const;
+  // "rank 2 (pid 123)".
+  std::string describe(int rank) const;
+
+ private:
+  std::vector<int> pids_;    // per rank, 0 when unknown
+  std::vector<int> pidfds_;  // per rank, -1 when not watched
+};
+
+}  // namespace lockstep::nccl

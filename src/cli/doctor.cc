@@ -1,0 +1,88 @@
+// lockstep doctor: checks what a job needs before it starts, one line per check, and exits
+// non-zero when any check finds a problem. Run it the way the job will run, e.g.
+//   lockstep run --nproc-per-node 4 -- lockstep doctor
+// so that every rank checks its own variables, host and devices.
+//
+// Exit codes: 0 no problem (notes are fine), 1 at least one problem, 2 a usage error.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "cli/commands.h"
+#include "cli/doctor_checks.h"
+#include "lockstep/core/error.h"
+#include "net/socket.h"
+
+namespace lockstep::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: lockstep doctor [--probe-timeout SECONDS]\n"
+    "\n"
+    "Checks what a job needs before it starts and prints one line per check: 'ok', 'note', or\n"
+    "'problem' with its fix. It reads the launcher's variables like a rank does, so run it the "
+    "way\n"
+    "the job will run:\n"
+    "  lockstep run --nproc-per-node 4 -- lockstep doctor\n"
+    "  MASTER_ADDR=node0 MASTER_PORT=29500 RANK=1 WORLD_SIZE=8 LOCAL_WORLD_SIZE=4 lockstep doctor\n"
+    "\n"
+    "checks: the launcher variables and their consistency, host name and MASTER_ADDR resolution,\n"
+    "master reachability, whether MASTER_PORT is free, /dev/shm, cores and OMP_NUM_THREADS, the\n"
+    "open-file limit, visible GPUs, and the backends, NCCL and MPI available.\n"
+    "\n"
+    "options:\n"
+    "  --probe-timeout SECONDS  how long a name lookup or connection attempt may take (default 2)\n"
+    "  --help                   this text\n"
+    "\n"
+    "exit code: 0 no problem, 1 a problem was found, 2 usage error\n";
+
+std::chrono::milliseconds parse_seconds(std::string_view text) {
+  std::string s(text);
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(v > 0) || v > 600)
+    throw ConfigError("--probe-timeout '" + s + "' is not a number of seconds in (0, 600]");
+  return std::chrono::milliseconds(static_cast<long long>(v * 1000));
+}
+
+}  // namespace
+
+int doctor_command(int argc, char** argv) {
+  std::chrono::milliseconds probe_timeout(2000);
+  try {
+    for (int i = 1; i < argc; ++i) {
+      std::string_view a = argv[i];
+      if (a == "--help" || a == "-h") {
+        std::fputs(kUsage, stdout);
+        return 0;
+      } else if (a == "--probe-timeout" && i + 1 < argc) {
+        probe_timeout = parse_seconds(argv[++i]);
+      } else if (a.rfind("--probe-timeout=", 0) == 0) {
+        probe_timeout = parse_seconds(a.substr(16));
+      } else {
+        throw ConfigError("unknown argument '" + std::string(a) + "' (see lockstep doctor --help)");
+      }
+    }
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "lockstep doctor: %s\n", e.what());
+    return 2;
+  }
+  doctor::Report report;
+  const doctor::Job job = doctor::check_variables(report);
+  doctor::check_network(job, probe_timeout, report);
+  doctor::check_shared_memory(job, report);
+  doctor::check_cores(job, report);
+  doctor::check_open_files(job, report);
+  doctor::check_gpus(job, report);
+  doctor::check_libraries(report);
+  std::string who = job.valid ? "rank " + std::to_string(job.rendezvous.rank) + " of " +
+                                    std::to_string(job.rendezvous.world_size)
+                              : std::string("a process");
+  std::printf("lockstep doctor: %s on host %s\n", who.c_str(), net::hostname().c_str());
+  report.print(stdout);
+  return report.problems() == 0 ? 0 : 1;
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,125 @@
+#include "debug/fingerprint_check.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "debug/fingerprint.h"
+#include "lockstep/core/error.h"
+
+namespace lockstep::debug {
+
+namespace {
+
+// Step 1's record: the same size on every rank, whatever the call.
+struct Digest {
+  uint64_t hash = 0;
+  uint64_t bytes = 0;
+  bool operator==(const Digest&) const = default;
+};
+
+uint64_t fnv1a64(std::string_view bytes) {
+  uint64_t h = 14695981039346656037ull;
+  for (char c : bytes) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// A backend whose collectives are fingerprint-checked first; everything else is passed through.
+class FingerprintedBackend final : public Backend {
+ public:
+  FingerprintedBackend(std::unique_ptr<Backend> inner, const GroupConfig& config)
+      : inner_(std::move(inner)), check_(*inner_, config.rank, config.size) {}
+
+  const std::string& name() const override { return inner_->name(); }
+  void run(const Op& op) override {
+    check_.check(op);
+    inner_->run(op);
+  }
+  bool prefers_inline(const Op& op) const override { return inner_->prefers_inline(op); }
+  std::string device_problem(Device device) const override {
+    return inner_->device_problem(device);
+  }
+  SharedBuffer allocate(size_t bytes, uint64_t index, Deadline deadline) override {
+    return inner_->allocate(bytes, index, deadline);
+  }
+  void abort(const std::string& reason) override { inner_->abort(reason); }
+  void shutdown(Deadline deadline) override { inner_->shutdown(deadline); }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  FingerprintCheck check_;
+};
+
+}  // namespace
+
+FingerprintCheck::FingerprintCheck(Backend& transport, int rank, int size)
+    : transport_(transport), rank_(rank), size_(size) {}
+
+void FingerprintCheck::exchange(const Op& op, const void* mine, size_t bytes, void* all) {
+  Op x{.kind = OpKind::all_gather,
+       .seq = op.seq,
+       .dtype = DType::u8,
+       .input = mine,
+       .output = all,
+       .counts = std::vector<size_t>(static_cast<size_t>(size_), bytes),
+       .deadline = op.deadline};
+  const std::string context =
+      op.name() + " (in the LOCKSTEP_DEBUG=DETAIL fingerprint exchange before it): ";
+  try {
+    transport_.run(x);
+  } catch (const MismatchError& e) {
+    throw MismatchError(context + e.what() +
+                        ". (If a rank runs without the check, every rank must set the same "
+                        "LOCKSTEP_DEBUG.)");
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(context + e.what());
+  } catch (const NetworkError& e) {
+    throw NetworkError(context + e.what());
+  }
+}
+
+void FingerprintCheck::check(const Op& op) {
+  if (!is_fingerprinted(op.kind) || size_ < 2) return;
+  const size_t n = static_cast<size_t>(size_);
+  std::string mine = encode(fingerprint_of(op));
+  Digest digest{.hash = fnv1a64(mine), .bytes = mine.size()};
+  std::vector<Digest> digests(n);
+  exchange(op, &digest, sizeof digest, digests.data());
+  const bool pairwise = op.kind == OpKind::all_to_all && op.variable;
+  if (!pairwise &&
+      std::all_of(digests.begin(), digests.end(), [&](const Digest& d) { return d == digests[0]; }))
+    return;
+  size_t longest = 0;
+  for (const Digest& d : digests) longest = std::max<size_t>(longest, d.bytes);
+  mine.resize(longest, '\0');
+  std::string everything(longest * n, '\0');
+  exchange(op, mine.data(), longest, everything.data());
+  std::vector<Fingerprint> all;
+  all.reserve(n);
+  for (size_t r = 0; r < n; ++r)
+    all.push_back(decode(std::string_view(everything).substr(r * longest, digests[r].bytes)));
+  auto mismatch = fingerprint_mismatch(all);
+  if (!mismatch) return;
+  // [Agreed failure] A rank that throws aborts the backend, and an abort can overtake data a
+  // slower peer has not read yet. One more exchange, which completes on a rank only once every
+  // rank has read all of step 2, means every rank already holds the text below: an abort seen
+  // during it changes nothing.
+  uint8_t done = 1;
+  std::vector<uint8_t> all_done(n);
+  try {
+    exchange(op, &done, 1, all_done.data());
+  } catch (const Error&) {
+    // A peer finished first and aborted; it raises the same error.
+  }
+  throw MismatchError(*mismatch);
+}
+
+std::unique_ptr<Backend> with_fingerprints(std::unique_ptr<Backend> inner,
+                                           const GroupConfig& config) {
+  return std::make_unique<FingerprintedBackend>(std::move(inner), config);
+}
+
+}  // namespace lockstep::debug

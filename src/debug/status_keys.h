@@ -1,0 +1,38 @@
+// Per-rank status keys: each rank's progress through its group's collectives, kept in the job's
+// store so that any rank can see where the others are even when the data path is stuck.
+//
+// Key "<group>/status/<rank>", value "<entered> <started> <completed>" (decimal counts of
+// collectives, see debug::Progress). The watchdog publishes a rank's own key when its progress
+// has changed (a few times a second at most, never on the op path); a rank about to report a
+// timeout publishes first, then reads everyone's.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "debug/flight_recorder.h"
+#include "lockstep/store/store.h"
+
+namespace lockstep::debug {
+
+using RankStatuses = std::vector<std::optional<Progress>>;  // index: rank; nullopt: unknown
+
+std::string status_key(const std::string& group, int rank);
+void publish_status(Store& store, const std::string& group, int rank, const Progress& progress);
+// Every rank's status; nullopt for a rank without a (well-formed) key. Waits at most `wait` for
+// keys not yet written. Store failures other than timeouts propagate.
+RankStatuses read_statuses(Store& store, const std::string& group, int size,
+                           std::chrono::milliseconds wait);
+
+// Ranks that never entered collective `seq` (their entered count is at most seq).
+std::vector<int> ranks_not_entered(const RankStatuses& statuses, uint64_t seq);
+// "[0, 3]"
+std::string rank_list(const std::vector<int>& ranks);
+// "ranks [3] never entered it; last completed: rank 0 #56, rank 1 #56, rank 2 #56, rank 3 #55"
+// (or "every rank entered it; ..."). "none" for a rank that completed nothing yet, "unknown" for
+// one without a status key.
+std::string describe_statuses(const RankStatuses& statuses, uint64_t seq);
+
+}  // namespace lockstep::debug
