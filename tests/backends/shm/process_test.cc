@@ -175,7 +175,7 @@ TEST(ShmChild, DISABLED_SmallLoop) {
 // ---- the tests ----
 
 void run_matrix(int world) {
-  Job job("Matrix", world);
+  Job job("Matrix", world, "ShmChild");
   for (int r = 0; r < world; ++r) {
     auto result = job.wait(r);
     EXPECT_EQ(result.exit_code, 0) << result.output;

@@ -1,5 +1,5 @@
-// Helpers of the shm backend tests: finding segments in /dev/shm, the one-line reports that
-// child processes print for the parent to check, and jobs of child processes.
+// Helpers of the shm backend tests: the lockstep segments in /dev/shm and the kill-a-rank check
+// (jobs of child processes and their reports: support/child_job.h).
 #pragma once
 
 #include <dirent.h>
@@ -21,8 +21,7 @@
 #include "lockstep/core/error.h"
 #include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
-#include "support/child_mode.h"
-#include "support/subprocess.h"
+#include "support/child_job.h"
 
 namespace lockstep::testing {
 
@@ -46,77 +45,7 @@ inline std::vector<std::string> segments_of_this_process() {
   return segments_created_by({::getpid()});
 }
 
-inline int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
-
-inline void say(const std::string& line) {
-  std::printf("%s\n", line.c_str());
-  std::fflush(stdout);
-}
-
-// The error's lockstep type: "MismatchError", "NetworkError", ...
-inline const char* error_type(const std::exception& e) {
-  return dynamic_cast<const MismatchError*>(&e)     ? "MismatchError"
-         : dynamic_cast<const NetworkError*>(&e)    ? "NetworkError"
-         : dynamic_cast<const TimeoutError*>(&e)    ? "TimeoutError"
-         : dynamic_cast<const ConfigError*>(&e)     ? "ConfigError"
-         : dynamic_cast<const InvalidArgument*>(&e) ? "InvalidArgument"
-                                                    : "other";
-}
-
-// Prints "CAUGHT <type> at_ns=<steady ns>: <message>".
-inline void report(const std::exception& e) {
-  say(detail::concat("CAUGHT ", error_type(e), " at_ns=", now_ns(), ": ", e.what()));
-}
-
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 // ---- jobs of child processes ----
-
-using Env = std::map<std::string, std::optional<std::string>>;
-
-// A job of `world` child processes running child test <suite>.DISABLED_<name>, over a store
-// this process hosts.
-class Job {
- public:
-  Job(const std::string& name, int world, const std::string& suite = "ShmChild")
-      : server_({.bind_host = "127.0.0.1"}) {
-    for (int r = 0; r < world; ++r)
-      children_.emplace_back(child_argv(suite + ".DISABLED_" + name),
-                             Env{{"RANK", std::to_string(r)},
-                                 {"WORLD_SIZE", std::to_string(world)},
-                                 {"MASTER_ADDR", "127.0.0.1"},
-                                 {"MASTER_PORT", std::to_string(server_.port())},
-                                 {"LOCKSTEP_USE_AGENT_STORE", "1"},
-                                 {"LOCKSTEP_RESTART_COUNT", std::nullopt},
-                                 {"LOCKSTEP_TIMEOUT", "60"}});
-  }
-  TcpStore store() {
-    return TcpStore(
-        {.host = "127.0.0.1", .port = server_.port(), .timeout = std::chrono::seconds(60)});
-  }
-  Child& child(int r) { return children_[static_cast<size_t>(r)]; }
-  ProcessResult wait(int r) { return child(r).wait(std::chrono::seconds(120)); }
-  // This process and every child: the possible creators of the job's segments.
-  std::vector<pid_t> pids() const {
-    std::vector<pid_t> p{::getpid()};
-    for (const auto& c : children_) p.push_back(c.pid());
-    return p;
-  }
-
- private:
-  TcpStoreServer server_;
-  std::vector<Child> children_;
-};
-
-inline int64_t caught_at(const std::string& output) {
-  size_t p = output.find("at_ns=");
-  return p == std::string::npos ? -1 : std::stoll(output.substr(p + 6));
-}
 
 inline void expect_no_segments(const Job& job) {
   EXPECT_EQ(segments_created_by(job.pids()), std::vector<std::string>{}) << "left in /dev/shm";

@@ -13,67 +13,15 @@
 #include "lockstep/group/init.h"
 #include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
-#include "support/child_mode.h"
-#include "support/subprocess.h"
+#include "support/child_job.h"
 
 namespace lockstep::testing {
 namespace {
 
-using Env = std::map<std::string, std::optional<std::string>>;
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
-
-void say(const std::string& line) {
-  std::printf("%s\n", line.c_str());
-  std::fflush(stdout);
-}
-
-// Prints "CAUGHT <type> at_ns=<steady ns>: <message>" for a lockstep error.
-void report(const std::exception& e) {
-  const char* type = dynamic_cast<const MismatchError*>(&e)  ? "MismatchError"
-                     : dynamic_cast<const NetworkError*>(&e) ? "NetworkError"
-                     : dynamic_cast<const TimeoutError*>(&e) ? "TimeoutError"
-                                                             : "other";
-  say(detail::concat("CAUGHT ", type, " at_ns=", now_ns(), ": ", e.what()));
-}
-
-// A job of `world` child processes running child test `name`, over a store this process hosts.
-class Job {
- public:
-  Job(const std::string& name, int world) : server_({.bind_host = "127.0.0.1"}) {
-    for (int r = 0; r < world; ++r)
-      children_.emplace_back(child_argv("TcpChild.DISABLED_" + name),
-                             Env{{"RANK", std::to_string(r)},
-                                 {"WORLD_SIZE", std::to_string(world)},
-                                 {"MASTER_ADDR", "127.0.0.1"},
-                                 {"MASTER_PORT", std::to_string(server_.port())},
-                                 {"LOCKSTEP_USE_AGENT_STORE", "1"},
-                                 {"LOCKSTEP_RESTART_COUNT", std::nullopt},
-                                 {"LOCKSTEP_TIMEOUT", "300"}});
-  }
-  TcpStore store() {
-    return TcpStore(
-        {.host = "127.0.0.1", .port = server_.port(), .timeout = std::chrono::seconds(60)});
-  }
-  Child& child(int r) { return children_[static_cast<size_t>(r)]; }
-  ProcessResult wait(int r) { return child(r).wait(std::chrono::seconds(90)); }
-
- private:
-  TcpStoreServer server_;
-  std::vector<Child> children_;
-};
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-// The steady-clock time a child printed with its CAUGHT line (-1: none).
-int64_t caught_at(const std::string& output) {
-  size_t p = output.find("at_ns=");
-  return p == std::string::npos ? -1 : std::stoll(output.substr(p + 6));
+// The children wait up to the default 300 s: only a failure that is detected, not timed out,
+// ends these tests early.
+Job tcp_job(const std::string& name, int world) {
+  return Job(name, world, "TcpChild", {.op_timeout = "300", .wait = std::chrono::seconds(90)});
 }
 
 // ---- child entry points ----
@@ -140,7 +88,7 @@ TEST(TcpChild, DISABLED_OrderMismatch) {
 // ---- the tests ----
 
 TEST(TcpProcesses, CollectivesRoundTripAcrossThreeProcesses) {
-  Job job("RoundTrip", 3);
+  Job job = tcp_job("RoundTrip", 3);
   for (int r = 0; r < 3; ++r) {
     auto result = job.wait(r);
     EXPECT_EQ(result.exit_code, 0) << result.output;
@@ -150,7 +98,7 @@ TEST(TcpProcesses, CollectivesRoundTripAcrossThreeProcesses) {
 }
 
 TEST(TcpProcesses, SigkilledRankIsNamedByEverySurvivorWithinTwoSeconds) {
-  Job job("AllReduceLoop", 3);
+  Job job = tcp_job("AllReduceLoop", 3);
   TcpStore store = job.store();
   store.wait({"test/ready/0", "test/ready/1", "test/ready/2"}, std::chrono::seconds(60));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // well inside an all_reduce
@@ -171,7 +119,7 @@ TEST(TcpProcesses, SigkilledRankIsNamedByEverySurvivorWithinTwoSeconds) {
 }
 
 TEST(TcpProcesses, CountMismatchFailsBothRanksNamingBothSizes) {
-  Job job("CountMismatch", 2);
+  Job job = tcp_job("CountMismatch", 2);
   auto r0 = job.wait(0), r1 = job.wait(1);
   EXPECT_TRUE(contains(r0.output, "CAUGHT MismatchError")) << r0.output;
   EXPECT_TRUE(contains(r0.output, "rank 1 sent 4000 bytes, rank 0 expected 4096")) << r0.output;
@@ -181,7 +129,7 @@ TEST(TcpProcesses, CountMismatchFailsBothRanksNamingBothSizes) {
 }
 
 TEST(TcpProcesses, OrderMismatchFailsBothRanks) {
-  Job job("OrderMismatch", 2);
+  Job job = tcp_job("OrderMismatch", 2);
   auto r0 = job.wait(0), r1 = job.wait(1);
   EXPECT_TRUE(contains(r1.output, "CAUGHT MismatchError")) << r1.output;
   EXPECT_TRUE(contains(r1.output, "rank 0 is in broadcast #0 while rank 1 is in all_reduce #0"))
