@@ -3,7 +3,7 @@
 #include "backends/tcp/backend.h"
 
 #include "algorithms/algorithms.h"
-#include "backends/tcp/mesh.h"
+#include "backends/tcp/group_transport.h"
 #include "backends/tcp/peer_errors.h"
 #include "backends/tcp/tcp_transport.h"
 #include "lockstep/core/error.h"
@@ -13,8 +13,6 @@ namespace lockstep {
 
 namespace {
 
-// SO_SNDBUF/SO_RCVBUF of every data socket (docs/algorithms.md: measured on loopback).
-constexpr int kSocketBufferBytes = 4 * 1024 * 1024;
 // Ops that move at most this much run inline (see prefers_inline).
 constexpr uint64_t kInlineBytes = 64 * 1024;
 
@@ -37,23 +35,10 @@ uint64_t bytes_moved(const Op& op) {
 
 class TcpBackend final : public Backend {
  public:
-  explicit TcpBackend(const GroupConfig& config) : config_(config) {
-    std::string host = config.hostname.empty() ? net::hostname() : config.hostname;
-    auto conns = connect_mesh({.group = config.name,
-                               .rank = config.rank,
-                               .size = config.size,
-                               .store = config.store,
-                               .advertise_address = config.advertise_address,
-                               .hostname = host,
-                               .socket_buffer_bytes = kSocketBufferBytes,
-                               .deadline = Deadline::after(config.timeout)});
-    transport_ =
-        std::make_unique<TcpTransport>(std::move(conns), TransportIdentity{.group = config.name,
-                                                                           .rank = config.rank,
-                                                                           .size = config.size,
-                                                                           .hostname = host,
-                                                                           .store = config.store});
-  }
+  explicit TcpBackend(const GroupConfig& config)
+      : config_(config),
+        transport_(connect_group_transport(
+            config, config.hostname.empty() ? net::hostname() : config.hostname)) {}
 
   const std::string& name() const override { return name_; }
 
