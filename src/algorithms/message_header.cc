@@ -180,4 +180,16 @@ ErrorClass error_class_of(const std::exception& e) {
   return ErrorClass::other;
 }
 
+bool FirstFailure::record(ErrorClass error_class, const std::string& reason) {
+  if (happened_) return false;
+  happened_ = true;
+  class_ = error_class;
+  reason_ = reason;
+  return true;
+}
+
+void FirstFailure::throw_if_happened(const Op& op) const {
+  if (happened_) throw_as(class_, detail::concat(op.name(), ": the group is broken: ", reason_));
+}
+
 }  // namespace lockstep

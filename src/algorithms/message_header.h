@@ -35,6 +35,22 @@ enum class ErrorClass : uint8_t { other = 0, network = 1, mismatch = 2, timeout 
 // The ErrorClass of a lockstep exception (other for anything else).
 ErrorClass error_class_of(const std::exception& e);
 
+// A backend's first failure. After it the group is broken: every later op fails at once with the
+// same error class and a message that repeats the cause.
+class FirstFailure {
+ public:
+  // Records the failure unless one is recorded already; returns whether this one was the first.
+  bool record(ErrorClass error_class, const std::string& reason);
+  bool happened() const { return happened_; }
+  // Throws "<op>: the group is broken: <cause>" with the first failure's class, if there was one.
+  void throw_if_happened(const Op& op) const;
+
+ private:
+  bool happened_ = false;
+  ErrorClass class_ = ErrorClass::network;
+  std::string reason_;
+};
+
 struct MessageHeader {
   uint32_t magic = kMessageMagic;
   FrameType frame = FrameType::data;

@@ -57,8 +57,7 @@ class HierBackend final : public Backend {
   }
 
   void run(const Op& op) override {
-    if (aborted_)
-      throw_as(abort_class_, detail::concat(op.name(), ": the group is broken: ", abort_reason_));
+    failure_.throw_if_happened(op);
     try {
       if (op.kind == OpKind::all_reduce)
         all_reduce_hierarchical({.host_group = host_group_.get(),
@@ -79,7 +78,7 @@ class HierBackend final : public Backend {
   void abort(const std::string& reason) override { abort_with(ErrorClass::network, reason); }
 
   void shutdown(Deadline deadline) override {
-    if (aborted_ || shut_down_) return;
+    if (failure_.happened() || shut_down_) return;
     shut_down_ = true;
     if (host_group_) host_group_->shutdown(deadline);
     mesh_.goodbye(deadline);
@@ -87,10 +86,7 @@ class HierBackend final : public Backend {
 
  private:
   void abort_with(ErrorClass error_class, const std::string& reason) {
-    if (aborted_) return;
-    aborted_ = true;
-    abort_class_ = error_class;
-    abort_reason_ = reason;
+    if (!failure_.record(error_class, reason)) return;
     mesh_.abort(error_class, reason);
     // [Outside this host] in rank_names.h: the reason already names ranks of the whole group.
     if (host_group_) host_group_->abort(std::string(kOutsideHost) + reason);
@@ -104,10 +100,8 @@ class HierBackend final : public Backend {
   std::unique_ptr<Backend> host_group_;
   std::unique_ptr<LeaderStage> leaders_;
   Scratch scratch_;
-  bool aborted_ = false;
+  FirstFailure failure_;
   bool shut_down_ = false;
-  ErrorClass abort_class_ = ErrorClass::network;
-  std::string abort_reason_;
 };
 
 }  // namespace

@@ -40,8 +40,7 @@ class MpiBackend final : public Backend {
   const std::string& name() const override { return name_; }
 
   void run(const Op& op) override {
-    if (aborted_)
-      throw_as(abort_class_, detail::concat(op.name(), ": the group is broken: ", abort_reason_));
+    failure_.throw_if_happened(op);
     const WaitContext context{.what = op.describe(),
                               .deadline = op.deadline,
                               .group = config_.name,
@@ -72,7 +71,7 @@ class MpiBackend final : public Backend {
   void abort(const std::string& reason) override { abort_with(ErrorClass::network, reason); }
 
   void shutdown(Deadline deadline) override {
-    if (!aborted_) p2p_.drain(deadline);
+    if (!failure_.happened()) p2p_.drain(deadline);
   }
 
  private:
@@ -84,10 +83,7 @@ class MpiBackend final : public Backend {
   }
 
   void abort_with(ErrorClass error_class, const std::string& reason) {
-    if (aborted_) return;
-    aborted_ = true;
-    abort_class_ = error_class;
-    abort_reason_ = reason;
+    if (!failure_.record(error_class, reason)) return;
     if (config_.store) write_abort_note(*config_.store, config_.name, config_.rank, host_, reason);
   }
 
@@ -97,9 +93,7 @@ class MpiBackend final : public Backend {
   Communicator comm_;
   PointToPoint p2p_;
   Scratch scratch_;
-  bool aborted_ = false;
-  ErrorClass abort_class_ = ErrorClass::network;
-  std::string abort_reason_;
+  FirstFailure failure_;
 };
 
 }  // namespace

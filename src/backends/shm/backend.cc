@@ -67,8 +67,7 @@ class ShmBackend final : public Backend {
   }
 
   void run(const Op& op) override {
-    if (aborted_)
-      throw_as(abort_class_, detail::concat(op.name(), ": the group is broken: ", abort_reason_));
+    failure_.throw_if_happened(op);
     try {
       sync_.check_abort(op);
       mailboxes_.rethrow_failure(op);
@@ -89,7 +88,7 @@ class ShmBackend final : public Backend {
   void abort(const std::string& reason) override { abort_with(ErrorClass::network, reason); }
 
   void shutdown(Deadline deadline) override {
-    if (aborted_) return;
+    if (failure_.happened()) return;
     mailboxes_.drain(deadline);  // sends staged for slow receivers
     leave();
   }
@@ -131,10 +130,7 @@ class ShmBackend final : public Backend {
   }
 
   void abort_with(ErrorClass error_class, const std::string& reason) {
-    if (aborted_) return;
-    aborted_ = true;
-    abort_class_ = error_class;
-    abort_reason_ = reason;
+    if (!failure_.record(error_class, reason)) return;
     mailboxes_.abandon();
     sync_.publish_abort(error_class, reason);
   }
@@ -157,9 +153,7 @@ class ShmBackend final : public Backend {
   SharedAllocations allocations_;  // ProcessGroup::allocate's buffers
   Reducer reducer_;
   uint64_t collectives_ = 0;
-  bool aborted_ = false;
-  ErrorClass abort_class_ = ErrorClass::network;
-  std::string abort_reason_;
+  FirstFailure failure_;
 };
 
 }  // namespace

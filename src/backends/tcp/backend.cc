@@ -43,8 +43,7 @@ class TcpBackend final : public Backend {
   const std::string& name() const override { return name_; }
 
   void run(const Op& op) override {
-    if (aborted_)
-      throw_as(abort_class_, detail::concat(op.name(), ": the group is broken: ", abort_reason_));
+    failure_.throw_if_happened(op);
     try {
       transport_->begin_op(op);
       run_collective(*transport_, scratch_, op);
@@ -66,17 +65,14 @@ class TcpBackend final : public Backend {
   void abort(const std::string& reason) override { abort_with(ErrorClass::network, reason); }
 
   void shutdown(Deadline deadline) override {
-    if (aborted_ || shut_down_) return;
+    if (failure_.happened() || shut_down_) return;
     shut_down_ = true;
     transport_->goodbye(deadline);
   }
 
  private:
   void abort_with(ErrorClass error_class, const std::string& reason) {
-    if (aborted_) return;
-    aborted_ = true;
-    abort_class_ = error_class;
-    abort_reason_ = reason;
+    if (!failure_.record(error_class, reason)) return;
     // The note first: a peer that only sees our socket close looks there for the reason.
     if (config_.store)
       write_abort_note(*config_.store, config_.name, config_.rank,
@@ -88,10 +84,8 @@ class TcpBackend final : public Backend {
   GroupConfig config_;
   std::unique_ptr<TcpTransport> transport_;
   Scratch scratch_;
-  bool aborted_ = false;
+  FirstFailure failure_;
   bool shut_down_ = false;
-  ErrorClass abort_class_ = ErrorClass::network;
-  std::string abort_reason_;
 };
 
 }  // namespace
