@@ -12,7 +12,8 @@ LOCKSTEP_BUILD_DIR="${LOCKSTEP_BUILD_DIR:-$LOCKSTEP_ROOT/build}"
 
 # Debian packages needed to build and test. Later parts of the project append theirs here
 # (libopenmpi-dev). libtorch-dev builds lockstep_torch and the main job, which trains on
-# dataset-fashion-mnist.
+# dataset-fashion-mnist. python3-torch (Debian's PyTorch, for /usr/bin/python3) runs the tests of
+# unmodified PyTorch scripts under `lockstep run`.
 LOCKSTEP_APT_PACKAGES=(
   cmake
   ninja-build
@@ -27,6 +28,7 @@ LOCKSTEP_APT_PACKAGES=(
   dataset-fashion-mnist
   libopenmpi-dev
   openmpi-bin
+  python3-torch
 )
 
 lockstep_package_installed() {

@@ -94,7 +94,8 @@ Job check_variables(Report& report) {
   Job job;
   const EnvLookup env = process_env();
   for (const char* v : kLauncherVariables) job.launched = job.launched || env(v).has_value();
-  job.agent_store = env("LOCKSTEP_USE_AGENT_STORE").value_or("0") == "1";
+  job.agent_store = env("LOCKSTEP_STORE_PORT").has_value() ||
+                    env("LOCKSTEP_USE_AGENT_STORE").value_or("0") == "1";
   check_settings(report);
   if (!job.launched) {
     report.problem("variables",

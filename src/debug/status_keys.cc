@@ -1,6 +1,7 @@
 #include "debug/status_keys.h"
 
 #include <cstdio>
+#include <sstream>
 
 #include "lockstep/core/error.h"
 
@@ -80,6 +81,32 @@ std::string describe_statuses(const RankStatuses& statuses, uint64_t seq) {
   for (size_t r = 0; r < statuses.size(); ++r)
     s += detail::concat(r ? ", rank " : " rank ", r, " ", last_completed(statuses[r]));
   return s;
+}
+
+std::string blame_key(int reporter_global_rank) {
+  return "lockstep/blame/" + std::to_string(reporter_global_rank);
+}
+
+void publish_blame(Store& store, const Blame& blame) {
+  std::string ranks;
+  for (int r : blame.culprits) ranks += (ranks.empty() ? "" : " ") + std::to_string(r);
+  store.set(blame_key(blame.reporter), ranks + "\t" + blame.op);
+}
+
+std::vector<Blame> read_blames(Store& store, int world_size) {
+  std::vector<Blame> out;
+  for (int r = 0; r < world_size; ++r) {
+    std::string key = blame_key(r);
+    if (!store.check({key})) continue;
+    std::string value = store.get(key, std::chrono::milliseconds(1000));
+    size_t tab = value.find('\t');
+    if (tab == std::string::npos) continue;
+    Blame blame{.reporter = r, .op = value.substr(tab + 1)};
+    std::istringstream ranks(value.substr(0, tab));
+    for (int culprit; ranks >> culprit;) blame.culprits.push_back(culprit);
+    if (!blame.culprits.empty()) out.push_back(std::move(blame));
+  }
+  return out;
 }
 
 }  // namespace lockstep::debug

@@ -5,6 +5,11 @@
 // collectives, see debug::Progress). The watchdog publishes a rank's own key when its progress
 // has changed (a few times a second at most, never on the op path); a rank about to report a
 // timeout publishes first, then reads everyone's.
+//
+// [Blame keys] A rank whose collective timed out while some ranks never entered it records whom
+// it waited for, so that the launcher can name the culprit rather than the first rank to give up:
+// key "lockstep/blame/<global rank of the reporter>", value "<global ranks, space-separated>\t<op
+// summary>". The launcher reads them under the attempt's prefix of its store.
 #pragma once
 
 #include <chrono>
@@ -34,5 +39,17 @@ std::string rank_list(const std::vector<int>& ranks);
 // (or "every rank entered it; ..."). "none" for a rank that completed nothing yet, "unknown" for
 // one without a status key.
 std::string describe_statuses(const RankStatuses& statuses, uint64_t seq);
+
+struct Blame {
+  int reporter = 0;          // global rank that timed out
+  std::vector<int> culprits;  // global ranks that never entered the op
+  std::string op;            // the op's summary
+};
+
+std::string blame_key(int reporter_global_rank);
+void publish_blame(Store& store, const Blame& blame);
+// The blames of global ranks [0, world_size) found in store (no waiting); malformed ones are
+// skipped. Store failures propagate.
+std::vector<Blame> read_blames(Store& store, int world_size);
 
 }  // namespace lockstep::debug

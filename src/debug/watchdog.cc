@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "debug/flight_recorder_dump.h"
+#include "debug/signal_dump.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/log.h"
 
@@ -49,9 +50,11 @@ Watchdog::Watchdog(WatchdogOptions options)
       tick_(tick_interval(stall_, options_.timeout)) {
   publish_if_changed(true);
   thread_ = std::thread([this] { loop(); });
+  register_signal_dump(this);
 }
 
 Watchdog::~Watchdog() {
+  unregister_signal_dump(this);
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -88,7 +91,21 @@ void Watchdog::publish_if_changed(bool force) {
   }
 }
 
-std::string Watchdog::statuses_text(uint64_t seq, bool waiting_form) {
+// Records in the store whom this rank waited for ([Blame keys]); best effort.
+void Watchdog::blame(const std::vector<int>& missing, const std::string& op_summary) {
+  Blame b{.reporter = options_.global_rank, .op = op_summary};
+  for (int r : missing)
+    b.culprits.push_back(options_.global_ranks.empty()
+                             ? r
+                             : options_.global_ranks.at(static_cast<size_t>(r)));
+  try {
+    publish_blame(*options_.store, b);
+  } catch (const std::exception&) {
+    // The launcher then names the first rank to fail, as it would without this key.
+  }
+}
+
+std::string Watchdog::statuses_text(uint64_t seq, bool waiting_form, const std::string& blamed_op) {
   RankStatuses statuses;
   try {
     statuses = read_statuses(*options_.store, options_.group, options_.size, kStatusReadWait);
@@ -96,6 +113,8 @@ std::string Watchdog::statuses_text(uint64_t seq, bool waiting_form) {
     return detail::concat(waiting_form ? "; " : "", "the other ranks' status is unavailable (",
                           e.what(), ")");
   }
+  if (!blamed_op.empty())
+    if (auto missing = ranks_not_entered(statuses, seq); !missing.empty()) blame(missing, blamed_op);
   if (!waiting_form) return describe_statuses(statuses, seq);
   std::vector<int> missing = ranks_not_entered(statuses, seq);
   std::string full = describe_statuses(statuses, seq);
@@ -114,7 +133,7 @@ void Watchdog::warn_if_stalled() {
   double next_s = static_cast<double>(stall_.count()) / 1e3 * (warnings_ + 1);
   if (waited_s < next_s) return;
   ++warnings_;
-  std::string detail = op->collective() ? statuses_text(op->seq, true) : std::string();
+  std::string detail = op->collective() ? statuses_text(op->seq, true, "") : std::string();
   log_warning(op->label(), " waiting ", seconds_text(waited_s), " s", detail, " (group '",
               options_.group, "')");
 }
@@ -127,7 +146,8 @@ std::string Watchdog::timeout_summary(const Op& op) {
   if (rec && rec->started_us > 0)
     waited_s =
         static_cast<double>((rec->ended_us > 0 ? rec->ended_us : now_us()) - rec->started_us) / 1e6;
-  std::string what, statuses = statuses_text(op.seq, false);
+  // Every rank that gave up waiting in it blames the ranks that never entered it.
+  std::string what, statuses = statuses_text(op.seq, false, label);
   if (op.deadline.expired()) {
     what =
         detail::concat(" timed out after ", seconds_text(waited_s), " s on rank ", options_.rank);

@@ -8,7 +8,8 @@
 //       all_reduce #57 waiting 60 s for ranks [3]; last completed: rank 0 #56, ...
 //     and again at every further multiple of the threshold.
 // On the first failure of the group, explain_failure() dumps the recorder (flight_recorder_dump.h)
-// and, for a timeout, names the ranks that never entered the op and each rank's last completed op.
+// and, for a timeout, names the ranks that never entered the op and each rank's last completed op
+// (and records them in a blame key for the launcher). A SIGTERM dumps it too (signal_dump.h).
 #pragma once
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "debug/flight_recorder.h"
 #include "debug/status_keys.h"
@@ -29,6 +31,7 @@ struct WatchdogOptions {
   int rank = 0;
   int size = 1;
   int global_rank = 0;
+  std::vector<int> global_ranks;  // member i's global rank; empty: the identity
   std::string host;
   std::string backend;
   std::shared_ptr<Store> store;                // the job's store; status keys go there
@@ -64,7 +67,10 @@ class Watchdog {
   void publish_if_changed(bool force);
   void warn_if_stalled();
   std::string timeout_summary(const Op& op);
-  std::string statuses_text(uint64_t seq, bool waiting_form);
+  // blamed_op: when not empty, the op this rank timed out in; the ranks that never entered it
+  // are then recorded in a blame key.
+  std::string statuses_text(uint64_t seq, bool waiting_form, const std::string& blamed_op);
+  void blame(const std::vector<int>& missing, const std::string& op_summary);
 
   WatchdogOptions options_;
   FlightRecorder recorder_;

@@ -22,8 +22,10 @@ namespace {
 
 std::shared_ptr<Store> open_tcp_store(const EnvRendezvous& rv, const EnvLookup& env,
                                       milliseconds timeout) {
-  // Under `lockstep run` the launcher hosts the store, so every rank is a plain client.
-  bool agent_store = env("LOCKSTEP_USE_AGENT_STORE").value_or("0") == "1";
+  // Under `lockstep run` the launcher hosts the store (LOCKSTEP_STORE_ADDR/_PORT), so every rank
+  // is a plain client. LOCKSTEP_USE_AGENT_STORE=1 says the same of MASTER_ADDR/MASTER_PORT.
+  bool agent_store =
+      rv.launcher_store || env("LOCKSTEP_USE_AGENT_STORE").value_or("0") == "1";
   bool host = rv.rank == 0 && !agent_store;
   if (rv.master_port == 0 && !host)
     throw ConfigError(detail::concat(
@@ -64,7 +66,7 @@ std::string store_text(const InitOptions& options, const EnvRendezvous& rv, cons
     return "FileStore " + options.init_method.substr(7);
   if (rv.master_addr.empty()) return "found through MPI";
   std::string where = rv.master_addr + ":" + std::to_string(rv.master_port);
-  if (env("LOCKSTEP_USE_AGENT_STORE").value_or("0") == "1")
+  if (rv.launcher_store || env("LOCKSTEP_USE_AGENT_STORE").value_or("0") == "1")
     return "TcpStore " + where + " (the launcher's)";
   return "TcpStore " + where + (rv.rank == 0 ? " (hosted by this rank)" : "");
 }
@@ -104,7 +106,8 @@ void join(Store& store, const std::string& group, const EnvRendezvous& rv, milli
       if (!store.check({keys[static_cast<size_t>(r)]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     throw TimeoutError(detail::concat("init_process_group: ranks [", missing, "] of ",
                                       rv.world_size, " never joined within ", timeout.count() / 1000.0,
-                                      " s. Did they start, with the same MASTER_ADDR/MASTER_PORT?"));
+                                      " s. Did they start, with the same MASTER_ADDR/MASTER_PORT (or "
+                                      "LOCKSTEP_STORE_ADDR/_PORT)?"));
   }
 }
 

@@ -64,6 +64,7 @@ QueueHooks ProcessGroup::start_watchdog() {
       .rank = config_.rank,
       .size = config_.size,
       .global_rank = config_.global_ranks[static_cast<size_t>(config_.rank)],
+      .global_ranks = config_.global_ranks,
       .host = config_.hostname,
       .backend = backend_->name(),
       .store = config_.store,

@@ -90,7 +90,24 @@ void read_ranks(const InitOptions& options, const EnvLookup& env, EnvRendezvous&
                  local_size_var + "=" + std::to_string(out.local_world_size));
 }
 
+// Under `lockstep run`, the launcher's store: LOCKSTEP_STORE_ADDR and LOCKSTEP_STORE_PORT.
+// (MASTER_ADDR/MASTER_PORT then name a free port for a script's own store, e.g. torch's.)
+bool read_launcher_store(const EnvLookup& env, EnvRendezvous& out, Problems& problems) {
+  auto addr = env("LOCKSTEP_STORE_ADDR");
+  auto port_text = env("LOCKSTEP_STORE_PORT");
+  if (!addr && !port_text) return false;
+  if (!addr || addr->empty()) problems.add("LOCKSTEP_STORE_PORT is set but LOCKSTEP_STORE_ADDR is not");
+  else out.master_addr = *addr;
+  int port = -1;
+  read_int(env, "LOCKSTEP_STORE_PORT", 1, port, problems, true);
+  if (port > 65535) problems.add("LOCKSTEP_STORE_PORT=" + std::to_string(port) + " is above 65535");
+  else out.master_port = port;
+  out.launcher_store = true;
+  return true;
+}
+
 void read_master(const EnvLookup& env, EnvRendezvous& out, Problems& problems) {
+  if (read_launcher_store(env, out, problems)) return;
   if (auto addr = env("MASTER_ADDR"); addr && !addr->empty()) {
     out.master_addr = *addr;
   } else if (auto nodes = env("SLURM_JOB_NODELIST") ? env("SLURM_JOB_NODELIST")

@@ -21,10 +21,20 @@ struct RankExit {
   bool stopped_by_launcher = false;            // the launcher had signalled it before it ended
   std::chrono::system_clock::time_point time;  // when the launcher saw it end
   std::vector<std::string> stderr_tail;        // its last stderr lines
+  std::string headline;    // what it died of, e.g. a Python exception line with its frame
+  std::string error_file;  // TORCHELASTIC_ERROR_FILE, when @record wrote it
 
   bool failed() const { return signal != 0 || exit_code != 0; }
   // The launcher's exit code for this failure: the exit code, or 128 + signal.
   int status_code() const { return signal != 0 ? 128 + signal : exit_code; }
+};
+
+// What the ranks' own diagnoses say about a hang: the ranks that timed out in a collective name
+// those that never entered it (src/debug/status_keys.h, blame keys).
+struct Culprit {
+  std::vector<int> ranks;          // never entered the op
+  std::vector<int> waiting_ranks;  // timed out waiting for them
+  std::string op;                  // "all_reduce #2 (f32, 4 bytes, ...)"
 };
 
 // A failure reported by another node through the store.
@@ -47,8 +57,9 @@ enum class AttemptEnd {
 struct AttemptResult {
   int attempt = 0;
   AttemptEnd end = AttemptEnd::succeeded;
-  std::optional<RankExit> root_cause;
+  std::optional<RankExit> root_cause;    // the first local rank to fail
   std::vector<RankExit> other_failures;  // every other local rank that failed, in order seen
+  std::optional<Culprit> culprit;        // when the ranks blamed other ranks for a hang
   std::optional<RemoteFailure> remote;
   int signal = 0;
   std::string host;  // this node's hostname

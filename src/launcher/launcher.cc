@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "launcher/child_env.h"
+#include "launcher/culprit.h"
 #include "launcher/guardian.h"
 #include "launcher/log_files.h"
 #include "launcher/node_sync.h"
@@ -40,7 +41,7 @@ class Launcher {
 
  private:
   AttemptResult run_attempt(int attempt);
-  AttemptPlan plan_for(int attempt, const WorldLayout& layout) const;
+  AttemptPlan plan_for(int attempt, const WorldLayout& layout);
   void report(int attempt, const AttemptResult& result);
   bool restartable(const AttemptResult& result) const;
   SummaryContext context() const { return {o_.node_rank, run_id_, o_.max_restarts}; }
@@ -51,6 +52,7 @@ class Launcher {
   std::optional<int> omp_;
   std::string host_;
   std::string log_root_;
+  ScratchDir error_root_;  // error files when there is no log directory
   std::string run_id_;
   std::unique_ptr<NodeSync> sync_;
   std::vector<AttemptResult> attempts_;
@@ -75,6 +77,7 @@ int Launcher::run() {
                          o_.max_restarts, ")"));
       continue;
     }
+    if (result.root_cause && !result.root_cause->error_file.empty()) error_root_.keep();
     write_all(2, format_failure_summary(attempts_, context()));
     sync_->leave();
     return failure_exit_code(result);
@@ -90,6 +93,13 @@ AttemptResult Launcher::run_attempt(int attempt) {
   if (o_.nnodes > 1) remote = [this, attempt] { return sync_->check_failure(attempt); };
   Supervisor supervisor(plan_for(attempt, layout), guardian_, signals_, remote);
   AttemptResult result = supervisor.run();
+  if (result.end == AttemptEnd::failed || result.end == AttemptEnd::remote_failed) {
+    try {
+      result.culprit = read_culprit(sync_->store(), layout.run_id, attempt, layout.world_size);
+    } catch (const std::exception&) {
+      // No store to ask: the summary names the first rank to fail.
+    }
+  }
   if (result.end != AttemptEnd::succeeded) return result;
   try {
     if (auto failure = sync_->wait_outcome(attempt)) {
@@ -109,7 +119,7 @@ AttemptResult Launcher::run_attempt(int attempt) {
   return result;
 }
 
-AttemptPlan Launcher::plan_for(int attempt, const WorldLayout& layout) const {
+AttemptPlan Launcher::plan_for(int attempt, const WorldLayout& layout) {
   std::string log_dir = attempt_log_dir(log_root_, attempt);
   return AttemptPlan{
       .attempt = attempt,
@@ -117,16 +127,19 @@ AttemptPlan Launcher::plan_for(int attempt, const WorldLayout& layout) const {
       .rank_offset = layout.rank_offset,
       .world_size = layout.world_size,
       .nproc = o_.nproc_per_node,
+      .nnodes = o_.nnodes,
       .job = JobEnvironment{.master_addr = o_.master_addr,
-                            .master_port = sync_->store_port(),
+                            .master_port = layout.master_port,
+                            .store_port = sync_->store_port(),
                             .restart_count = attempt,
                             .max_restarts = o_.max_restarts,
                             .run_id = layout.run_id,
                             .omp_num_threads = omp_},
       .program_path = o_.program_path,
-      .argv = o_.program,
+      .argv = o_.command,
       .routes = output_routes(o_, !log_dir.empty()),
       .log_dir = log_dir,
+      .error_dir = log_dir.empty() ? attempt_log_dir(error_root_.path(), attempt) : log_dir,
       .monitor_interval = o_.monitor_interval,
       .term_timeout = o_.term_timeout,
       .host = host_,

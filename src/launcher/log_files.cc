@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 
 #include "net/socket.h"
 
@@ -21,6 +22,16 @@ void make_directories(const std::string& path) {
   }
 }
 
+// A new directory under $TMPDIR (or /tmp).
+std::string make_temp_directory(const char* why) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/lockstep-run-XXXXXX";
+  if (!::mkdtemp(pattern.data()))
+    throw Error(detail::concat("cannot create ", why, " ", pattern, ": ", net::errno_text(errno),
+                               "; give one with --log-dir"));
+  return pattern;
+}
+
 }  // namespace
 
 std::string prepare_log_root(const LaunchOptions& options) {
@@ -29,12 +40,17 @@ std::string prepare_log_root(const LaunchOptions& options) {
     return options.log_dir;
   }
   if (!options.tee.any() && !options.redirects.any()) return "";
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/lockstep-run-XXXXXX";
-  if (!::mkdtemp(pattern.data()))
-    throw Error(detail::concat("cannot create a log directory ", pattern, ": ",
-                               net::errno_text(errno), "; give one with --log-dir"));
-  return pattern;
+  return make_temp_directory("a log directory");
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ignored;
+  if (!path_.empty() && !kept_) std::filesystem::remove_all(path_, ignored);
+}
+
+const std::string& ScratchDir::path() {
+  if (path_.empty()) path_ = make_temp_directory("a directory for the ranks' error files");
+  return path_;
 }
 
 std::string attempt_log_dir(const std::string& root, int attempt) {

@@ -20,6 +20,24 @@ namespace lockstep::launcher {
 // cannot be created.
 std::string prepare_log_root(const LaunchOptions& options);
 
+// A private directory under $TMPDIR (or /tmp), made on first use of path() and removed with
+// everything in it on destruction, unless kept. Holds the ranks' error files when there is no --log-dir.
+class ScratchDir {
+ public:
+  ScratchDir() = default;
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  // Throws Error naming the directory when it cannot be created.
+  const std::string& path();
+  // Leaves the directory in place (the failure summary names a file in it).
+  void keep() { kept_ = true; }
+
+ private:
+  std::string path_;
+  bool kept_ = false;
+};
+
 // Creates and returns ROOT/attempt_N ("" when root is "").
 std::string attempt_log_dir(const std::string& root, int attempt);
 

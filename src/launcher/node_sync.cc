@@ -48,6 +48,14 @@ bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1";
 }
 
+// A port that is free on this host now, for the script's own store (torch binds every
+// interface, so the check does too). Another process may take it before rank 0 binds it, as
+// under torchrun; rank 0 then fails with "address already in use" and the attempt can restart.
+int pick_free_port() {
+  net::Fd probe = net::listen_tcp("0.0.0.0", 0, 1);
+  return net::local_port(probe.get());
+}
+
 }  // namespace
 
 NodeSync::NodeSync(const LaunchOptions& options, SignalCatcher& signals)
@@ -67,6 +75,13 @@ NodeSync::~NodeSync() = default;
 
 int NodeSync::store_port() const {
   return server_ ? server_->port() : options_.master_port;
+}
+
+TcpStore& NodeSync::store() {
+  if (!store_)
+    store_ = std::make_unique<TcpStore>(TcpStoreOptions{
+        .host = "127.0.0.1", .port = static_cast<uint16_t>(store_port()), .timeout = kSlice * 4});
+  return *store_;
 }
 
 void NodeSync::connect() {
@@ -119,14 +134,16 @@ bool NodeSync::wait_keys(const std::vector<std::string>& keys, Deadline deadline
 
 WorldLayout NodeSync::join(int attempt) {
   joined_ = false;
-  if (!store_) {
+  int master_port = options_.node_rank == 0 ? pick_free_port() : 0;
+  if (options_.nnodes == 1) {
     joined_ = true;
     NodeInfo self{host_, options_.nproc_per_node, options_.max_restarts};
-    return WorldLayout{0, options_.nproc_per_node, run_id_, {self}};
+    return WorldLayout{0, options_.nproc_per_node, run_id_, master_port, {self}};
   }
-  store_->set(key(attempt, "node/" + std::to_string(options_.node_rank)),
-              detail::concat(host_, '\t', options_.nproc_per_node, '\t', options_.max_restarts,
-                             '\t', run_id_));
+  std::string entry = detail::concat(host_, '\t', options_.nproc_per_node, '\t',
+                                     options_.max_restarts, '\t', run_id_);
+  if (options_.node_rank == 0) entry += detail::concat('\t', master_port);
+  store_->set(key(attempt, "node/" + std::to_string(options_.node_rank)), entry);
   std::vector<std::string> keys;
   for (int r = 0; r < options_.nnodes; ++r)
     keys.push_back(key(attempt, "node/" + std::to_string(r)));
@@ -162,14 +179,20 @@ WorldLayout NodeSync::layout_of(const std::vector<std::string>& values) const {
                                        "; every node must run the same command"));
     if (static_cast<int>(r) < options_.node_rank) layout.rank_offset += info.nproc;
     layout.world_size += info.nproc;
-    if (r == 0) layout.run_id = fields[3];
+    if (r == 0) {
+      layout.run_id = fields[3];
+      if (fields.size() < 5)
+        throw StoreError(detail::concat("node 0 registered no MASTER_PORT ('", values[r],
+                                        "'): every node must run the same lockstep version"));
+      layout.master_port = std::stoi(fields[4]);
+    }
     layout.nodes.push_back(info);
   }
   return layout;
 }
 
 std::optional<RemoteFailure> NodeSync::check_failure(int attempt) {
-  if (!store_ || !store_->check({key(attempt, "failed")})) return std::nullopt;
+  if (options_.nnodes == 1 || !store_->check({key(attempt, "failed")})) return std::nullopt;
   auto fields = split_tabs(store_->get(key(attempt, "failed"), kSlice * 4));
   if (fields.size() < 4)
     return RemoteFailure{.node_rank = 0, .exit_code = 1, .what = "malformed failure report"};
@@ -180,14 +203,16 @@ std::optional<RemoteFailure> NodeSync::check_failure(int attempt) {
 }
 
 void NodeSync::report_failure(int attempt, const RemoteFailure& failure) {
-  if (!store_) return;
+  if (options_.nnodes == 1) return;
+  std::string what = failure.what;  // one field: no tabs or line breaks
+  std::replace_if(what.begin(), what.end(), [](char c) { return c == '\t' || c == '\n'; }, ' ');
   store_->compare_set(key(attempt, "failed"), "",
-                      detail::concat(failure.node_rank, '\t', failure.exit_code, '\t', failure.what,
+                      detail::concat(failure.node_rank, '\t', failure.exit_code, '\t', what,
                                      '\t', failure.restartable ? 1 : 0));
 }
 
 std::optional<RemoteFailure> NodeSync::wait_outcome(int attempt) {
-  if (!store_) return std::nullopt;
+  if (options_.nnodes == 1) return std::nullopt;
   store_->set(key(attempt, "done/" + std::to_string(options_.node_rank)), "1");
   std::vector<std::string> done;
   for (int r = 0; r < options_.nnodes; ++r)
@@ -202,7 +227,7 @@ std::optional<RemoteFailure> NodeSync::wait_outcome(int attempt) {
 }
 
 void NodeSync::leave() {
-  if (!store_ || !joined_) return;
+  if (options_.nnodes == 1 || !joined_) return;
   try {
     if (options_.node_rank != 0) {
       store_->add("lockstep_launcher/left", 1);

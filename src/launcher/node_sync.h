@@ -1,8 +1,11 @@
 // NodeSync: how the launchers of a multi-node job find and follow each other, through the
-// TcpStore that node 0's launcher hosts (and that the ranks use too, via MASTER_PORT).
+// TcpStore that node 0's launcher hosts (and that lockstep ranks use too, via
+// LOCKSTEP_STORE_PORT). MASTER_PORT is another port: node 0 picks a free one for each attempt,
+// for the script's own store (torch's TCPStore, hosted by rank 0), and tells the other nodes.
 //
 // [Attempts] Everything is keyed by attempt number, so nodes agree on each attempt:
 //   lockstep_launcher/a<N>/node/<r>   node r's "host \t nproc \t max_restarts \t run_id"
+//                                     (node 0 adds "\t master_port")
 //   lockstep_launcher/a<N>/failed     first failure of attempt N:
 //                                     "node \t exit code \t what \t restartable (1 or 0)"
 //   lockstep_launcher/a<N>/done/<r>   node r's ranks all succeeded in attempt N
@@ -53,6 +56,7 @@ struct WorldLayout {
   int rank_offset = 0;  // global rank of this node's local rank 0
   int world_size = 0;
   std::string run_id;  // node 0's
+  int master_port = 0;  // MASTER_PORT for this attempt: free on node 0 when it was picked
   std::vector<NodeInfo> nodes;
 };
 
@@ -64,8 +68,12 @@ class NodeSync {
   NodeSync(const LaunchOptions& options, SignalCatcher& signals);
   ~NodeSync();
 
-  // The port the ranks connect to (MASTER_PORT); the chosen one when --master-port is 0.
+  // The port of the launcher's store (LOCKSTEP_STORE_PORT); the chosen one when --master-port
+  // is 0.
   int store_port() const;
+  // A client of the launcher's store (node 0 connects to itself). For reading what the ranks
+  // wrote there; throws what TcpStore throws.
+  TcpStore& store();
   // Registers this node for the attempt and waits for every node. At --rdzv-timeout throws
   // TimeoutError naming the node ranks that never arrived. ConfigError when the nodes disagree
   // about --max-restarts.
@@ -92,7 +100,7 @@ class NodeSync {
   std::string host_;
   bool joined_ = false;
   std::unique_ptr<TcpStoreServer> server_;
-  std::unique_ptr<TcpStore> store_;  // null with one node
+  std::unique_ptr<TcpStore> store_;  // with one node: made on first use by store()
 };
 
 }  // namespace lockstep::launcher

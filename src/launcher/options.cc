@@ -96,10 +96,13 @@ constexpr OptionSpec kOptions[] = {
      [](LaunchOptions& o, std::string_view v) {
        o.node_rank = parse_int("node-rank", v, 0, 1 << 16);
      }},
-    {"master-addr", "HOST", "address of node 0, whose launcher hosts the store (default 127.0.0.1)",
+    {"master-addr", "HOST",
+     "address of node 0, whose launcher hosts the store and whose rank 0 hosts the script's "
+     "(default 127.0.0.1)",
      [](LaunchOptions& o, std::string_view v) { o.master_addr = std::string(v); }},
     {"master-port", "PORT",
-     "port of the store on node 0; 0 picks a free one (one node only; default 29500)",
+     "port of the launcher's store on node 0 (LOCKSTEP_STORE_PORT); 0 picks a free one (one node "
+     "only; default 29500). MASTER_PORT is another, free port",
      [](LaunchOptions& o, std::string_view v) {
        o.master_port = parse_int("master-port", v, 0, 65535);
      }},
@@ -138,6 +141,14 @@ constexpr OptionSpec kOptions[] = {
      [](LaunchOptions& o, std::string_view v) {
        o.local_ranks_filter = parse_rank_list("local-ranks-filter", v);
      }},
+    {"module", nullptr,
+     "run PROGRAM as a Python module (python3 -u -m PROGRAM ARGS...), as torchrun -m does",
+     [](LaunchOptions& o, std::string_view) { o.module = true; }},
+    {"no-python", nullptr, "run PROGRAM as given, even a .py file, instead of with the interpreter",
+     [](LaunchOptions& o, std::string_view) { o.no_python = true; }},
+    {"python", "PATH",
+     "the interpreter for a .py script or -m (default: $LOCKSTEP_PYTHON, else python3 in PATH)",
+     [](LaunchOptions& o, std::string_view v) { o.python = std::string(v); }},
     {"help", nullptr, "print this help and exit",
      [](LaunchOptions& o, std::string_view) { o.help = true; }},
 };
@@ -179,6 +190,7 @@ LaunchOptions parse_launch_options(std::span<const std::string> args) {
     std::optional<std::string> value;
     split_option(arg, name, value);
     if (name == "h") name = "help";
+    if (name == "m") name = "module";
     const OptionSpec* spec = find_option(name);
     if (!spec)
       throw UsageError(
@@ -198,12 +210,17 @@ LaunchOptions parse_launch_options(std::span<const std::string> args) {
 
 std::string launch_help() {
   std::string text =
-      "usage: lockstep run [options] [--] PROGRAM [ARGS...]\n\n"
-      "Starts --nproc-per-node copies of PROGRAM on this node and supervises them. Each gets "
-      "RANK,\n"
-      "LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,\n"
-      "LOCKSTEP_RESTART_COUNT, LOCKSTEP_MAX_RESTARTS, LOCKSTEP_RUN_ID and "
-      "LOCKSTEP_USE_AGENT_STORE.\n\n"
+      "usage: lockstep run [options] [--] PROGRAM [ARGS...]\n"
+      "       lockstep run [options] script.py [ARGS...]      (python3 -u script.py ARGS...)\n"
+      "       lockstep run [options] -m module [ARGS...]      (python3 -u -m module ARGS...)\n\n"
+      "Starts --nproc-per-node copies of PROGRAM on this node and supervises them. Each gets\n"
+      "torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
+      "GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT,\n"
+      "TORCHELASTIC_*) and lockstep's (LOCKSTEP_STORE_ADDR, LOCKSTEP_STORE_PORT, "
+      "LOCKSTEP_RUN_ID,\n"
+      "LOCKSTEP_RESTART_COUNT, ...). MASTER_PORT is a free port for the script's own store,\n"
+      "which its rank 0 hosts; the launcher's store is at LOCKSTEP_STORE_ADDR:"
+      "LOCKSTEP_STORE_PORT.\n\n"
       "options:\n";
   for (const auto& spec : kOptions) {
     std::string left = std::string("  --") + spec.name;

@@ -1,7 +1,16 @@
 // Options of `lockstep run`, parsed from the command line. Names and meanings follow torchrun
 // where the two agree (--nproc-per-node, --nnodes, --node-rank, --master-addr, --master-port,
 // --standalone, --max-restarts, --monitor-interval, --log-dir, --tee, --redirects,
-// --local-ranks-filter); underscores may stand for dashes (--nproc_per_node).
+// --local-ranks-filter, -m/--module, --no-python); underscores may stand for dashes
+// (--nproc_per_node).
+//
+// [Invocation forms] As torchrun's, plus plain programs:
+//   lockstep run [options] script.py ARGS...   the Python interpreter runs script.py
+//   lockstep run [options] -m module ARGS...   the Python interpreter runs a module
+//   lockstep run [options] --no-python CMD ... CMD runs as given, even a .py file
+//   lockstep run [options] PROGRAM ARGS...     any other PROGRAM runs as given
+// The interpreter is --python, else $LOCKSTEP_PYTHON, else python3 from PATH; it runs with -u
+// (unbuffered), as under torchrun, so that the ranks' lines reach the console as they print.
 #pragma once
 
 #include <chrono>
@@ -58,9 +67,15 @@ struct LaunchOptions {
   StreamSelection redirects;                        // streams sent to the log files only
   std::set<int> local_ranks_filter;                 // local ranks shown on the console; empty: all
   bool help = false;                                // --help: print the options and exit 0
+  bool module = false;                              // -m: program[0] is a Python module
+  bool no_python = false;                           // --no-python: run program as given
+  std::string python;                               // --python: the interpreter for scripts
 
-  std::vector<std::string> program;  // PROGRAM ARGS... as given
-  std::string program_path;          // PROGRAM resolved (set by check_launch_options)
+  std::vector<std::string> program;  // PROGRAM ARGS... as given (the script or module first)
+  // Set by check_launch_options: the file to execute and its full argv (for a script: the
+  // interpreter, -u, the script and its arguments).
+  std::string program_path;
+  std::vector<std::string> command;
 };
 
 // Parses the arguments after `run`. The program starts at the first argument that is not an
@@ -69,7 +84,8 @@ struct LaunchOptions {
 LaunchOptions parse_launch_options(std::span<const std::string> args);
 
 // Checks what parsing alone cannot: the program exists and is executable (resolved through PATH
-// into program_path), --node-rank < --nnodes, a fixed port for several nodes, filters and
+// into program_path), a script exists and an interpreter for it does, -m names a module,
+// --node-rank < --nnodes, a fixed port for several nodes, filters and
 // per-rank settings within --nproc-per-node. Throws UsageError. Touches nothing but the
 // filesystem's metadata.
 void check_launch_options(LaunchOptions& options);

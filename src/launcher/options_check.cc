@@ -57,18 +57,73 @@ std::string search_path(const std::string& name) {
                                   "); give its full path or fix PATH"));
 }
 
+// PROGRAM as execve needs it: a path with a '/' as given, a bare name through PATH.
+std::string resolve_executable(const std::string& name) {
+  if (name.find('/') == std::string::npos) return search_path(name);
+  require_executable(name, name);
+  return name;
+}
+
+bool is_python_script(const std::string& name) {
+  return name.size() > 3 && name.ends_with(".py");
+}
+
+// The interpreter for a script or a module: --python, $LOCKSTEP_PYTHON, or python3 in PATH.
+std::string find_python(const LaunchOptions& o, const std::string& what) {
+  const char* env = std::getenv("LOCKSTEP_PYTHON");
+  std::string chosen = !o.python.empty() ? o.python : env && *env ? env : "";
+  std::string source = !o.python.empty() ? "--python" : "LOCKSTEP_PYTHON";
+  try {
+    return resolve_executable(chosen.empty() ? "python3" : chosen);
+  } catch (const UsageError& e) {
+    if (chosen.empty())
+      throw UsageError(detail::concat(
+          what, " needs a Python interpreter, but python3 is not in PATH; install Debian's "
+          "(apt-get install python3-torch) or name one with --python PATH or LOCKSTEP_PYTHON"));
+    throw UsageError(detail::concat(what, " needs a Python interpreter, but ", source, "='",
+                                    chosen, "' is not one: ", e.what()));
+  }
+}
+
+void check_script(const std::string& script) {
+  struct stat st {};
+  if (::stat(script.c_str(), &st) != 0)
+    throw UsageError(detail::concat("script '", script, "' does not exist (",
+                                    std::strerror(errno), "); check the path"));
+  if (!S_ISREG(st.st_mode))
+    throw UsageError(detail::concat("script '", script, "' is not a regular file"));
+  if (::access(script.c_str(), R_OK) != 0)
+    throw UsageError(detail::concat("script '", script, "' is not readable (",
+                                    std::strerror(errno), ")"));
+}
+
 void check_program(LaunchOptions& o) {
-  if (o.program.empty())
+  if (o.module && o.no_python)
+    throw UsageError("-m runs a module with the Python interpreter, --no-python runs a program "
+                     "as given: choose one");
+  if (o.program.empty()) {
+    if (o.module)
+      throw UsageError("-m needs a module name: lockstep run [options] -m package.module [ARGS...]");
     throw UsageError(
         "no program given; usage: lockstep run [options] [--] PROGRAM [ARGS...] "
         "(see 'lockstep run --help')");
-  const std::string& name = o.program.front();
-  if (name.find('/') != std::string::npos) {
-    require_executable(name, name);
-    o.program_path = name;
-  } else {
-    o.program_path = search_path(name);
   }
+  const std::string& name = o.program.front();
+  if (o.module) {
+    if (name.empty() || name.front() == '-')
+      throw UsageError(detail::concat("-m needs a module name, got '", name,
+                                      "': lockstep run [options] -m package.module [ARGS...]"));
+    o.program_path = find_python(o, "-m " + name);
+    o.command = {o.program_path, "-u", "-m"};
+  } else if (!o.no_python && is_python_script(name)) {
+    check_script(name);
+    o.program_path = find_python(o, "script '" + name + "'");
+    o.command = {o.program_path, "-u"};
+  } else {
+    o.program_path = resolve_executable(name);
+    o.command.clear();
+  }
+  o.command.insert(o.command.end(), o.program.begin(), o.program.end());
 }
 
 void check_local_rank(const char* option, int local_rank, int nproc) {

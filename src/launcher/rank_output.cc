@@ -55,6 +55,7 @@ void RankOutput::emit(StreamKind stream, const std::string& line) {
   if (log_file_.valid() && (is_out ? route_.out_to_file : route_.err_to_file))
     write_all(log_file_.get(), line + "\n");
   if (!is_out) {
+    traceback_.feed(line);
     tail_.push_back(line);
     if (tail_.size() > kTailLines) tail_.pop_front();
   }

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "launcher/python_error.h"
 #include "net/socket.h"
 
 namespace lockstep::launcher {
@@ -52,6 +53,8 @@ class RankOutput {
   void finish();
   // The last kTailLines lines the rank wrote to stderr, oldest first.
   std::vector<std::string> stderr_tail() const { return {tail_.begin(), tail_.end()}; }
+  // The last Python traceback on its stderr, if any.
+  const std::optional<PythonError>& python_error() const { return traceback_.last(); }
 
  private:
   void emit(StreamKind stream, const std::string& line);
@@ -60,6 +63,7 @@ class RankOutput {
   net::Fd log_file_;
   LineSplitter out_, err_;
   std::deque<std::string> tail_;
+  TracebackScanner traceback_;
 };
 
 // Writes all of data to fd, retrying on EINTR and partial writes; errors are ignored (a closed

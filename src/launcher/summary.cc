@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <ctime>
 
 #include "launcher/signals.h"
@@ -39,11 +40,16 @@ std::string how_it_ended_with_hint(const RankExit& exit) {
   return text;
 }
 
-void append_root_cause(std::string& out, const RankExit& exit, const std::string& host) {
-  out += detail::concat("root cause (first failure):\n", "  time:       ", format_time(exit.time),
-                        "\n", "  host:       ", host, "\n", "  rank:       ", exit.rank,
-                        " (local rank ", exit.local_rank, ")\n", "  pid:        ", exit.pid, "\n",
-                        "  exit:       ", how_it_ended_with_hint(exit), "\n");
+// Time, host, rank, pid, how it ended, what it died of, its last stderr lines.
+void append_rank_details(std::string& out, const RankExit& exit, const std::string& host,
+                         bool with_headline = true) {
+  if (with_headline && !exit.headline.empty()) out += "  error:      " + exit.headline + "\n";
+  out += detail::concat("  time:       ", format_time(exit.time), "\n", "  host:       ", host,
+                        "\n", "  rank:       ", exit.rank, " (local rank ", exit.local_rank, ")\n",
+                        "  pid:        ", exit.pid, "\n", "  exit:       ",
+                        how_it_ended_with_hint(exit),
+                        exit.stopped_by_launcher ? " after the launcher stopped it" : "", "\n");
+  if (!exit.error_file.empty()) out += "  error file: " + exit.error_file + "\n";
   if (exit.stderr_tail.empty()) {
     out += "  stderr:     (nothing)\n";
     return;
@@ -52,16 +58,53 @@ void append_root_cause(std::string& out, const RankExit& exit, const std::string
   for (const auto& line : exit.stderr_tail) out += "    " + line + "\n";
 }
 
+std::string rank_words(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text;
+}
+
+bool contains(const std::vector<int>& ranks, int rank) {
+  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+}
+
+// The ranks' diagnoses blame other ranks than the first to fail: lead with those.
+void append_culprit(std::string& out, const AttemptResult& last, const Culprit& culprit) {
+  out += detail::concat("root cause (named by the ranks' own diagnoses): ",
+                        rank_words(culprit.ranks), " never entered ", culprit.op, "; ",
+                        rank_words(culprit.waiting_ranks), " timed out waiting for it\n");
+  for (const auto& exit : last.other_failures) {
+    if (!contains(culprit.ranks, exit.rank)) continue;
+    out += detail::concat("culprit rank ", exit.rank, ":\n");
+    append_rank_details(out, exit, last.host);
+  }
+}
+
 void append_cause(std::string& out, const AttemptResult& last, const SummaryContext& context) {
   switch (last.end) {
     case AttemptEnd::failed:
-      append_root_cause(out, *last.root_cause, last.host);
+      if (last.culprit && !contains(last.culprit->ranks, last.root_cause->rank)) {
+        append_culprit(out, last, *last.culprit);
+        out += "first failure (a consequence):\n";
+        append_rank_details(out, *last.root_cause, last.host);
+        break;
+      }
+      // The headline: what the rank died of (a Python exception and where), when known.
+      out += last.root_cause->headline.empty()
+                 ? std::string("root cause (first failure):\n")
+                 : "root cause (first failure): " + last.root_cause->headline + "\n";
+      append_rank_details(out, *last.root_cause, last.host, false);
       break;
     case AttemptEnd::remote_failed:
       out += detail::concat("root cause: node ", last.remote->node_rank,
                             " failed: ", last.remote->what,
                             "\n  (its launcher's summary has the details; ", "node ",
                             context.node_rank, "'s ranks were stopped)\n");
+      if (last.culprit)
+        out += detail::concat("  the ranks' own diagnoses: ", rank_words(last.culprit->ranks),
+                              " never entered ", last.culprit->op, "; ",
+                              rank_words(last.culprit->waiting_ranks),
+                              " timed out waiting for it\n");
       break;
     case AttemptEnd::interrupted:
       out += detail::concat("root cause: the launcher on ", last.host, " (node ", context.node_rank,
@@ -88,8 +131,13 @@ std::string describe_attempt(const AttemptResult& a) {
     case AttemptEnd::succeeded:
       return "succeeded";
     case AttemptEnd::failed:
+      if (a.culprit && !contains(a.culprit->ranks, a.root_cause->rank))
+        return detail::concat(rank_words(a.culprit->ranks), " never entered ", a.culprit->op,
+                              " (rank ", a.root_cause->rank, " ", how_it_ended(*a.root_cause),
+                              " first, on ", a.host, ")");
       return detail::concat("rank ", a.root_cause->rank, " (local rank ", a.root_cause->local_rank,
-                            ") ", how_it_ended(*a.root_cause), " on ", a.host);
+                            ") ", how_it_ended(*a.root_cause), " on ", a.host,
+                            a.root_cause->headline.empty() ? "" : ": " + a.root_cause->headline);
     case AttemptEnd::remote_failed:
       return detail::concat("node ", a.remote->node_rank, " failed: ", a.remote->what);
     case AttemptEnd::interrupted:

@@ -24,6 +24,7 @@ using std::chrono::milliseconds;
 struct Supervisor::Slot {
   int rank = 0;
   int local_rank = 0;
+  std::string error_file;
   pid_t pid = -1;
   net::Fd out, err;
   std::unique_ptr<RankOutput> output;
@@ -71,11 +72,15 @@ void Supervisor::start_all() {
     slot->rank = plan_.rank_offset + local;
     slot->output = std::make_unique<RankOutput>(slot->rank, plan_.routes.at(local),
                                                 open_log_file(plan_.log_dir, slot->rank));
+    if (!plan_.error_dir.empty())
+      slot->error_file = plan_.error_dir + "/rank_" + std::to_string(slot->rank) + ".error.json";
     RankPlacement placement{.rank = slot->rank,
                             .local_rank = local,
                             .world_size = plan_.world_size,
                             .local_world_size = plan_.nproc,
-                            .group_rank = plan_.node_rank};
+                            .group_rank = plan_.node_rank,
+                            .group_world_size = plan_.nnodes,
+                            .error_file = slot->error_file};
     ChildSpec spec{.path = plan_.program_path,
                    .argv = plan_.argv,
                    .env = child_environment(placement, plan_.job, environ)};
@@ -99,8 +104,21 @@ AttemptResult Supervisor::run() {
     enforce_kill_deadline();
   }
   finish();
-  if (root_slot_ >= 0) result_.root_cause->stderr_tail = slots_[root_slot_]->output->stderr_tail();
+  if (result_.root_cause) describe(*result_.root_cause);
+  for (auto& exit : result_.other_failures) describe(exit);
   return result_;
+}
+
+// Adds what the rank's output and error file tell: its last stderr lines, and the Python
+// exception it died of (@record's error file first, as torchrun reads it).
+void Supervisor::describe(RankExit& exit) const {
+  const Slot& slot = *slots_.at(static_cast<size_t>(exit.local_rank));
+  exit.stderr_tail = slot.output->stderr_tail();
+  std::optional<PythonError> error;
+  if (!slot.error_file.empty()) error = read_error_file(slot.error_file);
+  if (error) exit.error_file = slot.error_file;
+  if (!error) error = slot.output->python_error();
+  if (error) exit.headline = error->headline();
 }
 
 // Waits up to `wait` for output or a signal, and routes whatever output is there.

@@ -33,11 +33,13 @@ struct AttemptPlan {
   int rank_offset = 0;  // global rank of local rank 0
   int world_size = 1;
   int nproc = 1;  // local ranks
+  int nnodes = 1;
   JobEnvironment job;
   std::string program_path;
   std::vector<std::string> argv;
   std::vector<OutputRoute> routes;  // one per local rank
   std::string log_dir;              // this attempt's directory; empty: no log files
+  std::string error_dir;            // where each rank's TORCHELASTIC_ERROR_FILE goes
   std::chrono::milliseconds monitor_interval{100};
   std::chrono::milliseconds term_timeout{10'000};
   std::string host;
@@ -72,6 +74,7 @@ class Supervisor {
   std::chrono::milliseconds next_wait() const;
   bool any_running() const;
   void finish();
+  void describe(RankExit& exit) const;
 
   AttemptPlan plan_;
   Guardian& guardian_;

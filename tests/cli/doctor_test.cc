@@ -44,6 +44,8 @@ EnvChanges clean_environment() {
                         "OMPI_COMM_WORLD_LOCAL_RANK",
                         "OMPI_COMM_WORLD_LOCAL_SIZE",
                         "LOCKSTEP_USE_AGENT_STORE",
+                        "LOCKSTEP_STORE_ADDR",
+                        "LOCKSTEP_STORE_PORT",
                         "LOCKSTEP_TIMEOUT",
                         "LOCKSTEP_DEBUG",
                         "OMP_NUM_THREADS",

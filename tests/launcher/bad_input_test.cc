@@ -16,6 +16,7 @@ struct BadInput {
   const char* name;
   std::vector<std::string> args;  // the program is appended where it is "{PROGRAM}"
   const char* message;            // must appear in the output
+  EnvChanges env = {};            // for the launcher
 };
 
 void PrintTo(const BadInput& input, std::ostream* out) {
@@ -30,6 +31,8 @@ TEST_P(LauncherBadInput, ExitsTwoWithAClearMessageBeforeStarting) {
   std::string not_executable = dir.file("script.sh");
   std::ofstream(not_executable) << "#!/bin/sh\ntouch " << marker << "\n";
   ::chmod(not_executable.c_str(), 0644);
+  std::string py_script = dir.file("job.py");  // would create the marker if it ever ran
+  std::ofstream(py_script) << "open('" << marker << "', 'w')\n";
   std::vector<std::string> args;
   for (const auto& a : GetParam().args) {
     if (a == "{PROGRAM}") {
@@ -37,17 +40,20 @@ TEST_P(LauncherBadInput, ExitsTwoWithAClearMessageBeforeStarting) {
       args.push_back("touch " + marker);
     } else if (a == "{NOT_EXECUTABLE}") {
       args.push_back(not_executable);
+    } else if (a == "{PY_SCRIPT}") {
+      args.push_back(py_script);
     } else if (a == "{DIR}") {
       args.push_back(dir.path());
     } else {
       args.push_back(a);
     }
   }
-  auto r = launch(args, {}, std::chrono::seconds(20));
+  auto r = launch(args, GetParam().env, std::chrono::seconds(20));
   EXPECT_EQ(r.process.exit_code, 2) << r.process.output;
   EXPECT_NE(r.process.output.find(GetParam().message), std::string::npos) << r.process.output;
   EXPECT_EQ(r.process.output.find("lockstep run: error:"), 0u) << "one clear line\n"
                                                                << r.process.output;
+  EXPECT_EQ(count_of(r.process.output, "\n"), 1u) << "one clear line\n" << r.process.output;
   EXPECT_LT(r.seconds, 5.0);
   EXPECT_FALSE(file_exists(marker)) << "nothing may start";
 }
@@ -88,7 +94,29 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"BadTeeValue", {"--tee", "4", "{PROGRAM}"}, "--tee 4 is out of range"},
         BadInput{"ElasticNnodes",
                  {"--nnodes", "1:2", "{PROGRAM}"},
-                 "elastic ranges (MIN:MAX) are not supported"}),
+                 "elastic ranges (MIN:MAX) are not supported"},
+        // Python scripts and modules (torchrun's invocation forms).
+        BadInput{"MissingScript",
+                 {"--standalone", "--nproc-per-node", "2", "/no/such/train.py", "--epochs", "1"},
+                 "script '/no/such/train.py' does not exist"},
+        BadInput{"ModuleWithoutName", {"--standalone", "-m"}, "-m needs a module name"},
+        BadInput{"ModuleWithoutNameAfterDashes",
+                 {"--standalone", "--module", "--"},
+                 "-m needs a module name"},
+        BadInput{"ModuleAndNoPython",
+                 {"--standalone", "-m", "--no-python", "pkg.train"},
+                 "choose one"},
+        BadInput{"InterpreterFromEnvironmentMissing",
+                 {"--standalone", "{PY_SCRIPT}"},
+                 "needs a Python interpreter, but LOCKSTEP_PYTHON='/no/such/python3' is not one",
+                 {{"LOCKSTEP_PYTHON", "/no/such/python3"}}},
+        BadInput{"InterpreterOptionMissing",
+                 {"--standalone", "--python", "/no/such/python3", "-m", "pkg.train"},
+                 "needs a Python interpreter, but --python='/no/such/python3' is not one"},
+        BadInput{"NoPython3InPath",
+                 {"--standalone", "{PY_SCRIPT}"},
+                 "needs a Python interpreter, but python3 is not in PATH",
+                 {{"LOCKSTEP_PYTHON", std::nullopt}, {"PATH", "/nonexistent-bin"}}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(LauncherHelp, ExplainsEveryOptionInOneLine) {
@@ -97,7 +125,8 @@ TEST(LauncherHelp, ExplainsEveryOptionInOneLine) {
   for (const char* option :
        {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port",
         "--standalone", "--max-restarts", "--monitor-interval", "--rdzv-timeout", "--term-timeout",
-        "--run-id", "--log-dir", "--tee", "--redirects", "--local-ranks-filter", "--help"}) {
+        "--run-id", "--log-dir", "--tee", "--redirects", "--local-ranks-filter", "--module",
+        "--no-python", "--python", "--help"}) {
     auto lines = lines_with_prefix(r.process.output, std::string("  ") + option + " ");
     EXPECT_EQ(lines.size(), 1u) << option << "\n" << r.process.output;
   }

@@ -3,15 +3,19 @@
 // --gtest_filter=LauncherChild.DISABLED_Main; being DISABLED_, an ordinary test run never lists it.
 //
 // Modes:
-//   store      connect to the launcher's store at MASTER_ADDR:MASTER_PORT as a plain client, and
+//   store      connect to the launcher's store at LOCKSTEP_STORE_ADDR:LOCKSTEP_STORE_PORT as a
+//              plain client, and
 //              meet every other rank there (each sets a key, all wait for all).
 //   allreduce  init_process_group() from the environment and all_reduce a float buffer;
 //              element i must equal (i + 1) * W * (W + 1) / 2.
+//   stall      three all_reduces; the last rank sleeps 60 s before its third, so the others time
+//              out in it (with LOCKSTEP_TIMEOUT set low) and the launcher stops the sleeper.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lockstep/group/init.h"
@@ -27,8 +31,8 @@ int env_int(const char* name) {
 
 void meet_in_store() {
   int rank = env_int("RANK"), world = env_int("WORLD_SIZE");
-  TcpStore store(TcpStoreOptions{.host = std::getenv("MASTER_ADDR"),
-                                 .port = static_cast<uint16_t>(env_int("MASTER_PORT")),
+  TcpStore store(TcpStoreOptions{.host = std::getenv("LOCKSTEP_STORE_ADDR"),
+                                 .port = static_cast<uint16_t>(env_int("LOCKSTEP_STORE_PORT")),
                                  .timeout = std::chrono::seconds(20)});
   std::string run = std::getenv("LOCKSTEP_RUN_ID");
   store.set("launcher_test/" + run + "/rank_" + std::to_string(rank), "here");
@@ -53,6 +57,20 @@ void all_reduce_check() {
   std::printf("ALLREDUCE_OK rank=%d world=%d first=%g\n", group->rank(), n, data[0]);
 }
 
+void stall_before_third() {
+  auto group = init_process_group();
+  std::vector<float> data(1, 1.0f);
+  for (int i = 0; i < 3; ++i) {
+    if (i == 2 && group->rank() == group->size() - 1) {
+      std::printf("STALLING rank=%d\n", group->rank());
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::seconds(60));
+    }
+    group->all_reduce(view(data))->wait();
+  }
+  std::printf("NO_STALL rank=%d\n", group->rank());
+}
+
 TEST(LauncherChild, DISABLED_Main) {
   const char* mode = std::getenv("LOCKSTEP_LAUNCHER_TEST_CHILD");
   ASSERT_NE(mode, nullptr) << "runs only as a rank started by the launcher tests";
@@ -61,6 +79,8 @@ TEST(LauncherChild, DISABLED_Main) {
     meet_in_store();
   else if (m == "allreduce")
     all_reduce_check();
+  else if (m == "stall")
+    stall_before_third();
   else
     FAIL() << "unknown LOCKSTEP_LAUNCHER_TEST_CHILD mode " << m;
   std::fflush(stdout);

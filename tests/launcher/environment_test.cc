@@ -1,5 +1,6 @@
-// Test 1 of the launcher issue: the environment each rank sees, and that the store the launcher
-// hosts at MASTER_PORT serves the ranks as plain clients.
+// Test 1 of the launcher issue: the environment each rank sees (lockstep's and every variable
+// torchrun gives a worker), and that the store the launcher hosts at LOCKSTEP_STORE_PORT serves
+// the ranks as plain clients while MASTER_PORT is left free for the script's own store.
 #include <gtest/gtest.h>
 #include <sched.h>
 
@@ -19,7 +20,16 @@ const char* kPrintEnv =
     "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_RANK=$GROUP_RANK MASTER_ADDR=$MASTER_ADDR "
     "MASTER_PORT=$MASTER_PORT LOCKSTEP_RESTART_COUNT=$LOCKSTEP_RESTART_COUNT "
     "LOCKSTEP_MAX_RESTARTS=$LOCKSTEP_MAX_RESTARTS LOCKSTEP_RUN_ID=$LOCKSTEP_RUN_ID "
-    "LOCKSTEP_USE_AGENT_STORE=$LOCKSTEP_USE_AGENT_STORE OMP_NUM_THREADS=$OMP_NUM_THREADS";
+    "LOCKSTEP_USE_AGENT_STORE=$LOCKSTEP_USE_AGENT_STORE OMP_NUM_THREADS=$OMP_NUM_THREADS "
+    "LOCKSTEP_STORE_ADDR=$LOCKSTEP_STORE_ADDR LOCKSTEP_STORE_PORT=$LOCKSTEP_STORE_PORT "
+    "GROUP_WORLD_SIZE=$GROUP_WORLD_SIZE ROLE_RANK=$ROLE_RANK ROLE_WORLD_SIZE=$ROLE_WORLD_SIZE "
+    "ROLE_NAME=$ROLE_NAME TORCHELASTIC_RESTART_COUNT=$TORCHELASTIC_RESTART_COUNT "
+    "TORCHELASTIC_MAX_RESTARTS=$TORCHELASTIC_MAX_RESTARTS "
+    "TORCHELASTIC_RUN_ID=$TORCHELASTIC_RUN_ID "
+    "TORCHELASTIC_USE_AGENT_STORE=$TORCHELASTIC_USE_AGENT_STORE "
+    "TORCHELASTIC_ERROR_FILE=$TORCHELASTIC_ERROR_FILE "
+    "NCCL_ASYNC_ERROR_HANDLING=$NCCL_ASYNC_ERROR_HANDLING "
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING=$TORCH_NCCL_ASYNC_ERROR_HANDLING";
 
 using Vars = std::map<std::string, std::string>;
 
@@ -53,9 +63,13 @@ TEST(LauncherEnvironment, EveryRankGetsItsPlaceInTheJob) {
   auto ranks = env_by_rank(r.process.output);
   ASSERT_EQ(ranks.size(), 3u) << r.process.output;
   std::string run_id = ranks[0]["LOCKSTEP_RUN_ID"], port = ranks[0]["MASTER_PORT"];
+  std::string store_port = ranks[0]["LOCKSTEP_STORE_PORT"];
   EXPECT_FALSE(run_id.empty());
   EXPECT_GT(std::stoi(port), 0);
   EXPECT_LT(std::stoi(port), 65536);
+  EXPECT_GT(std::stoi(store_port), 0);
+  EXPECT_NE(port, store_port) << "MASTER_PORT is for the script's own store, not the launcher's";
+  std::set<std::string> error_files;
   for (int rank = 0; rank < 3; ++rank) {
     Vars& v = ranks[rank];
     EXPECT_EQ(v["RANK"], std::to_string(rank)) << "the launcher must override an inherited RANK";
@@ -70,20 +84,41 @@ TEST(LauncherEnvironment, EveryRankGetsItsPlaceInTheJob) {
     EXPECT_EQ(v["LOCKSTEP_RUN_ID"], run_id);
     EXPECT_EQ(v["LOCKSTEP_USE_AGENT_STORE"], "1");
     EXPECT_EQ(v["OMP_NUM_THREADS"], std::to_string(std::max(1, cores() / 3)));
+    EXPECT_EQ(v["LOCKSTEP_STORE_ADDR"], "127.0.0.1");
+    EXPECT_EQ(v["LOCKSTEP_STORE_PORT"], store_port);
+    // torchrun's (LocalElasticAgent._start_workers, one role named "default").
+    EXPECT_EQ(v["GROUP_WORLD_SIZE"], "1");
+    EXPECT_EQ(v["ROLE_RANK"], std::to_string(rank));
+    EXPECT_EQ(v["ROLE_WORLD_SIZE"], "3");
+    EXPECT_EQ(v["ROLE_NAME"], "default");
+    EXPECT_EQ(v["TORCHELASTIC_RESTART_COUNT"], "0");
+    EXPECT_EQ(v["TORCHELASTIC_MAX_RESTARTS"], "2");
+    EXPECT_EQ(v["TORCHELASTIC_RUN_ID"], run_id);
+    EXPECT_EQ(v["TORCHELASTIC_USE_AGENT_STORE"], "False") << "rank 0 hosts torch's store";
+    EXPECT_EQ(v["NCCL_ASYNC_ERROR_HANDLING"], "1");
+    EXPECT_EQ(v["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+    EXPECT_NE(v["TORCHELASTIC_ERROR_FILE"].find("/attempt_0/rank_" + std::to_string(rank)),
+              std::string::npos)
+        << v["TORCHELASTIC_ERROR_FILE"];
+    error_files.insert(v["TORCHELASTIC_ERROR_FILE"]);
   }
+  EXPECT_EQ(error_files.size(), 3u) << "one error file per rank";
+  EXPECT_FALSE(file_exists(*error_files.begin())) << "nothing wrote it: the launcher only names it";
   EXPECT_EQ(count_of(r.process.output, "OMP_NUM_THREADS is not set"), 1u) << r.process.output;
 }
 
 TEST(LauncherEnvironment, KeepsOmpNumThreadsAndRunIdGivenByTheUser) {
   auto r = launch(
       {"--standalone", "--nproc-per-node", "2", "--run-id", "job42", "/bin/sh", "-c", kPrintEnv},
-      {{"OMP_NUM_THREADS", "7"}});
+      {{"OMP_NUM_THREADS", "7"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}});
   ASSERT_EQ(r.process.exit_code, 0) << r.process.output;
   auto ranks = env_by_rank(r.process.output);
   ASSERT_EQ(ranks.size(), 2u) << r.process.output;
   for (auto& [rank, v] : ranks) {
     EXPECT_EQ(v["OMP_NUM_THREADS"], "7");
     EXPECT_EQ(v["LOCKSTEP_RUN_ID"], "job42");
+    EXPECT_EQ(v["TORCHELASTIC_RUN_ID"], "job42");
+    EXPECT_EQ(v["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "0") << "the user's value stays";
   }
   EXPECT_EQ(count_of(r.process.output, "OMP_NUM_THREADS"), 2u) << "no note when the user set it";
 }

@@ -43,19 +43,24 @@ std::pair<ProcessResult, ProcessResult> run_two_nodes(
 TEST(LauncherMultiNode, TwoLaunchersFormOneWorld) {
   auto [r0, r1] = run_two_nodes(
       {"/bin/sh", "-c",
-       "echo \"WORLD $RANK $LOCAL_RANK $GROUP_RANK $WORLD_SIZE $MASTER_PORT $LOCKSTEP_RUN_ID\""});
+       "echo \"WORLD $RANK $LOCAL_RANK $GROUP_RANK $WORLD_SIZE $MASTER_PORT $LOCKSTEP_RUN_ID "
+       "$LOCKSTEP_STORE_PORT $GROUP_WORLD_SIZE\""});
   ASSERT_EQ(r0.exit_code, 0) << r0.output;
   ASSERT_EQ(r1.exit_code, 0) << r1.output;
   std::set<int> ranks;
   std::set<std::string> ports, run_ids;
+  std::set<int> stores;
   for (const auto* r : {&r0, &r1}) {
     std::istringstream in(r->output);
     for (std::string line; std::getline(in, line);) {
-      int prefix = -1, rank = -1, local = -1, group = -1, world = -1, port = -1;
+      int prefix = -1, rank = -1, local = -1, group = -1, world = -1, port = -1, store = -1;
+      int nodes = -1;
       char run_id[64] = {0};
-      if (std::sscanf(line.c_str(), "[rank%d]: WORLD %d %d %d %d %d %63s", &prefix, &rank, &local,
-                      &group, &world, &port, run_id) != 7)
+      if (std::sscanf(line.c_str(), "[rank%d]: WORLD %d %d %d %d %d %63s %d %d", &prefix, &rank,
+                      &local, &group, &world, &port, run_id, &store, &nodes) != 9)
         continue;
+      stores.insert(store);
+      EXPECT_EQ(nodes, 2) << line;
       EXPECT_EQ(prefix, rank);
       EXPECT_EQ(world, 4);
       EXPECT_EQ(group, r == &r0 ? 0 : 1) << line;
@@ -66,7 +71,10 @@ TEST(LauncherMultiNode, TwoLaunchersFormOneWorld) {
     }
   }
   EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3})) << r0.output << r1.output;
-  EXPECT_EQ(ports.size(), 1u) << "every rank must use node 0's store";
+  EXPECT_EQ(ports.size(), 1u) << "every rank must get node 0's MASTER_PORT";
+  EXPECT_EQ(stores.size(), 1u) << "every rank must use node 0's launcher store";
+  EXPECT_NE(std::to_string(*stores.begin()), *ports.begin())
+      << "MASTER_PORT is free for the script's own store, not the launcher's";
   EXPECT_EQ(run_ids.size(), 1u) << "node 0's run id is the job's";
 }
 

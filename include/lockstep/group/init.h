@@ -45,6 +45,7 @@ struct EnvRendezvous {
   int local_world_size = -1;  // -1: unknown
   std::string master_addr;    // empty when not needed (file://, explicit store)
   int master_port = -1;
+  bool launcher_store = false;  // the store is the launcher's (LOCKSTEP_STORE_ADDR/_PORT)
   std::string source;         // "RANK/WORLD_SIZE", "Slurm", "Open MPI" or "options"
 };
 
