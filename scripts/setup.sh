@@ -13,7 +13,8 @@ LOCKSTEP_BUILD_DIR="${LOCKSTEP_BUILD_DIR:-$LOCKSTEP_ROOT/build}"
 # Debian packages needed to build and test. Later parts of the project append theirs here
 # (libopenmpi-dev). libtorch-dev builds lockstep_torch and the main job, which trains on
 # dataset-fashion-mnist. python3-torch (Debian's PyTorch, for /usr/bin/python3) runs the tests of
-# unmodified PyTorch scripts under `lockstep run`.
+# unmodified PyTorch scripts under `lockstep run`; with python3-dev and pybind11-dev it also builds
+# the Python package (lockstep as a torch.distributed backend), tested with python3-pytest.
 LOCKSTEP_APT_PACKAGES=(
   cmake
   ninja-build
@@ -29,6 +30,9 @@ LOCKSTEP_APT_PACKAGES=(
   libopenmpi-dev
   openmpi-bin
   python3-torch
+  python3-dev
+  pybind11-dev
+  python3-pytest
 )
 
 lockstep_package_installed() {

@@ -27,13 +27,29 @@ std::exception_ptr Work::exception() const {
   return error_;
 }
 
+void Work::on_complete(std::function<void(std::exception_ptr)> fn) {
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!done_) {
+      callbacks_.push_back(std::move(fn));
+      return;
+    }
+    error = error_;
+  }
+  fn(error);
+}
+
 void Work::complete(std::exception_ptr error) {
+  std::vector<std::function<void(std::exception_ptr)>> callbacks;
   {
     std::lock_guard<std::mutex> lock(mu_);
     error_ = std::move(error);
     done_ = true;
+    callbacks.swap(callbacks_);
   }
   done_cv_.notify_all();
+  for (auto& fn : callbacks) fn(error_);
 }
 
 }  // namespace lockstep

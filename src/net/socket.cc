@@ -131,6 +131,17 @@ std::string local_address(int fd) {
   return sockaddr_text(reinterpret_cast<sockaddr*>(&ss), false);
 }
 
+std::string address_toward(const std::string& host) {
+  AddrInfo info;
+  resolve(host, 9, false, info);
+  for (addrinfo* a = info.list; a; a = a->ai_next) {
+    Fd probe(::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (probe.valid() && ::connect(probe.get(), a->ai_addr, a->ai_addrlen) == 0)
+      return local_address(probe.get());
+  }
+  throw NetworkError(detail::concat("no route from this host to '", host, "'"));
+}
+
 std::string peer_address(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);

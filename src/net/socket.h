@@ -41,6 +41,10 @@ Fd listen_tcp(const std::string& host, uint16_t port, int backlog = 128);
 uint16_t local_port(int fd);
 // The local IP address of a connected socket, as text.
 std::string local_address(int fd);
+// The local address this host would use to reach host (the routing table's choice, found with an
+// unconnected-traffic UDP socket: nothing is sent). Throws NetworkError when host cannot be
+// resolved or reached.
+std::string address_toward(const std::string& host);
 // The peer's IP address and port, as "ip:port".
 std::string peer_address(int fd);
 

@@ -5,9 +5,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace lockstep {
 
@@ -28,6 +30,11 @@ class Work {
   // "all_reduce #12 (f32 x 1000, sum)".
   const std::string& description() const { return description_; }
 
+  // Runs fn(error) once the op has finished (error is null on success): at once, on this thread,
+  // when it already has; otherwise on the thread that completes it (the group's progress thread,
+  // or the caller's for an op that ran inline), after the waiters were woken. fn must not wait
+  // for other ops of the group. Used to complete futures (the torch backend's getFuture()).
+  void on_complete(std::function<void(std::exception_ptr)> fn);
   // Called once by the progress thread.
   void complete(std::exception_ptr error = nullptr);
 
@@ -37,6 +44,7 @@ class Work {
   std::condition_variable done_cv_;
   bool done_ = false;
   std::exception_ptr error_;
+  std::vector<std::function<void(std::exception_ptr)>> callbacks_;
 };
 
 using WorkPtr = std::shared_ptr<Work>;

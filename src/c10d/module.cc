@@ -1,0 +1,34 @@
+// The Python extension lockstep._lockstep: ProcessGroupLockstep as a subclass of torch's
+// c10d ProcessGroup (registered by torch.distributed, which this module imports first). The
+// package's __init__.py registers it as the backend "lockstep".
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "c10d/process_group.h"
+#include "lockstep/core/error.h"
+
+namespace py = pybind11;
+using lockstep::c10d_backend::ProcessGroupLockstep;
+
+PYBIND11_MODULE(_lockstep, m) {
+  m.doc() = "lockstep as a torch.distributed backend (import lockstep to register it)";
+  py::module_::import("torch.distributed");  // torch's ProcessGroup and Store types
+  py::class_<ProcessGroupLockstep, ::c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupLockstep>>(
+      m, "ProcessGroupLockstep")
+      .def(py::init([](const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
+                       int64_t timeout_ms, const std::string& group_id,
+                       const std::vector<int64_t>& global_ranks) {
+             return c10::make_intrusive<ProcessGroupLockstep>(
+                 store, rank, size, std::chrono::milliseconds(timeout_ms), group_id,
+                 global_ranks);
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"),
+           py::arg("group_id"), py::arg("global_ranks"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Collective over the group's members: connects to each through the store.")
+      .def_property_readonly(
+          "lockstep_backend",
+          [](const ProcessGroupLockstep& pg) { return pg.lockstep_backend(); },
+          "lockstep's backend in use: shm, tcp, hier, ...");
+}
