@@ -12,6 +12,7 @@
 #include "lockstep/core/error.h"
 #include "lockstep/core/log.h"
 #include "lockstep/core/settings.h"
+#include "lockstep/group/init.h"
 #include "lockstep/group/process_group.h"
 #include "net/socket.h"
 #include "torch/tensor_views.h"
@@ -265,6 +266,13 @@ ProcessGroupLockstep::ProcessGroupLockstep(const c10::intrusive_ptr<::c10d::Stor
                      .advertise_address = advertise_address(),
                      .hostname = net::hostname()};
   for (int64_t r : global_ranks) config.global_ranks.push_back(static_cast<int>(r));
+  try {
+    // Under `lockstep run`, blame keys go where the launcher reads them.
+    config.report_store = open_launcher_store(std::chrono::seconds(10));
+  } catch (const std::exception& e) {
+    log_info("the launcher's store cannot be reached (", e.what(),
+             "); its summary will name the first rank to fail");
+  }
   if (global_ranks.empty()) set_log_rank(rank);
   group_ = std::make_shared<lockstep::ProcessGroup>(std::move(config));
   init();

@@ -99,7 +99,7 @@ void Watchdog::blame(const std::vector<int>& missing, const std::string& op_summ
                              ? r
                              : options_.global_ranks.at(static_cast<size_t>(r)));
   try {
-    publish_blame(*options_.store, b);
+    publish_blame(options_.report_store ? *options_.report_store : *options_.store, b);
   } catch (const std::exception&) {
     // The launcher then names the first rank to fail, as it would without this key.
   }

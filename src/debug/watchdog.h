@@ -35,6 +35,7 @@ struct WatchdogOptions {
   std::string host;
   std::string backend;
   std::shared_ptr<Store> store;                // the job's store; status keys go there
+  std::shared_ptr<Store> report_store;         // blame keys go there; null: store
   std::chrono::milliseconds timeout{300'000};  // the group's default op timeout
   std::chrono::milliseconds stall_warning{0};  // 0: min(60 s, timeout / 2)
   size_t recorder_size = 2000;

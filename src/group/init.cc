@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include "lockstep/core/error.h"
 #include "lockstep/core/log.h"
 #include "lockstep/core/settings.h"
@@ -40,6 +42,14 @@ std::shared_ptr<Store> open_tcp_store(const EnvRendezvous& rv, const EnvLookup& 
   return store;
 }
 
+// A launcher's store outlives restarts: each attempt gets its own key space.
+std::shared_ptr<Store> scope_to_attempt(std::shared_ptr<Store> store, const EnvLookup& env) {
+  auto attempt = env("LOCKSTEP_RESTART_COUNT");
+  if (!attempt) return store;
+  std::string run = env("LOCKSTEP_RUN_ID").value_or("run");
+  return std::make_shared<PrefixStore>(run + "/attempt_" + *attempt, std::move(store));
+}
+
 std::shared_ptr<Store> open_store(const InitOptions& options, const EnvRendezvous& rv,
                                   const EnvLookup& env, milliseconds timeout) {
   if (options.init_method.rfind("file://", 0) == 0) {
@@ -50,13 +60,7 @@ std::shared_ptr<Store> open_store(const InitOptions& options, const EnvRendezvou
   // Under mpirun without MASTER_ADDR (rendezvous_env.cc leaves it empty), MPI finds the store.
   if (rv.master_addr.empty()) return mpi::open_bootstrap_store(rv, timeout);
 #endif
-  std::shared_ptr<Store> store = open_tcp_store(rv, env, timeout);
-  // A launcher's store outlives restarts: each attempt gets its own key space.
-  if (auto attempt = env("LOCKSTEP_RESTART_COUNT")) {
-    std::string run = env("LOCKSTEP_RUN_ID").value_or("run");
-    store = std::make_shared<PrefixStore>(run + "/attempt_" + *attempt, store);
-  }
-  return store;
+  return scope_to_attempt(open_tcp_store(rv, env, timeout), env);
 }
 
 // Where the job's store is, for the INFO log.
@@ -112,6 +116,16 @@ void join(Store& store, const std::string& group, const EnvRendezvous& rv, milli
 }
 
 }  // namespace
+
+std::shared_ptr<Store> open_launcher_store(milliseconds timeout) {
+  EnvLookup env = process_env();
+  auto addr = env("LOCKSTEP_STORE_ADDR");
+  auto port = env("LOCKSTEP_STORE_PORT");
+  if (!addr || !port) return nullptr;
+  auto store = std::make_shared<TcpStore>(TcpStoreOptions{
+      .host = *addr, .port = static_cast<uint16_t>(std::atoi(port->c_str())), .timeout = timeout});
+  return scope_to_attempt(std::move(store), env);
+}
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   milliseconds timeout = options.timeout.value_or(settings().timeout);

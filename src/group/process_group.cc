@@ -68,6 +68,7 @@ QueueHooks ProcessGroup::start_watchdog() {
       .host = config_.hostname,
       .backend = backend_->name(),
       .store = config_.store,
+      .report_store = config_.report_store,
       .timeout = config_.timeout,
       .stall_warning = settings().stall_warning,
       .recorder_size = static_cast<size_t>(settings().flight_recorder_size),

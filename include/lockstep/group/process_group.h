@@ -47,6 +47,9 @@ struct GroupConfig {
   int size = 1;                       // number of members
   std::vector<int> global_ranks;      // member i's rank in the default group
   std::shared_ptr<Store> store;       // the job's store (groups scope their keys by name)
+  // Where reports for the launcher go (blame keys naming the ranks a timeout waited for); null:
+  // `store`. The torch backend sets it to the launcher's store, since its `store` is torch's.
+  std::shared_ptr<Store> report_store;
   std::string backend = "auto";       // "auto" or "tcp"
   std::chrono::milliseconds timeout{300'000};
   std::string advertise_address;      // address peers use to connect to this process
