@@ -13,6 +13,15 @@ using lockstep::c10d_backend::ProcessGroupLockstep;
 
 PYBIND11_MODULE(_lockstep, m) {
   m.doc() = "lockstep as a torch.distributed backend (import lockstep to register it)";
+  // [GIL] (process_group.h): never wait for the progress thread while holding the GIL.
+  lockstep::c10d_backend::set_blocking_call_wrapper([](const std::function<void()>& call) {
+    if (PyGILState_Check() && !_Py_IsFinalizing()) {
+      py::gil_scoped_release release;
+      call();
+    } else {
+      call();
+    }
+  });
   py::module_::import("torch.distributed");  // torch's ProcessGroup and Store types
   py::class_<ProcessGroupLockstep, ::c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupLockstep>>(
       m, "ProcessGroupLockstep")

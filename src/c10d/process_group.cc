@@ -250,7 +250,13 @@ std::string advertise_address() {
   return net::hostname();
 }
 
+BlockingCallWrapper g_blocking_call = nullptr;
+
 }  // namespace
+
+void set_blocking_call_wrapper(BlockingCallWrapper wrapper) {
+  g_blocking_call = wrapper;
+}
 
 ProcessGroupLockstep::ProcessGroupLockstep(const c10::intrusive_ptr<::c10d::Store>& store,
                                            int rank, int size, std::chrono::milliseconds timeout,
@@ -278,7 +284,14 @@ ProcessGroupLockstep::ProcessGroupLockstep(const c10::intrusive_ptr<::c10d::Stor
   init();
 }
 
-ProcessGroupLockstep::~ProcessGroupLockstep() = default;
+ProcessGroupLockstep::~ProcessGroupLockstep() {
+  // Waits for the queued ops, which may need the GIL to finish ([GIL]).
+  auto close = [this] { group_.reset(); };
+  if (g_blocking_call)
+    g_blocking_call(close);
+  else
+    close();
+}
 
 const std::string& ProcessGroupLockstep::lockstep_backend() const {
   return group_->backend_name();

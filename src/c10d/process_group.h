@@ -23,6 +23,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,13 @@ class ProcessGroup;
 }
 
 namespace lockstep::c10d_backend {
+
+// [GIL] The group's progress thread completes ops and may free the last reference to a tensor
+// that a Python object owns, which takes the GIL. A thread that holds the GIL must therefore not
+// wait for that thread: the destructor (run by torch's destroy_process_group with the GIL held)
+// runs its wait through this wrapper, which the Python module sets to release the GIL first.
+using BlockingCallWrapper = void (*)(const std::function<void()>& call);
+void set_blocking_call_wrapper(BlockingCallWrapper wrapper);
 
 class ProcessGroupLockstep : public ::c10d::ProcessGroup {
  public:

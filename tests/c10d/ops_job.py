@@ -194,7 +194,13 @@ def main():
     dist.all_reduce(x)
     check("all_reduce after a refused op", x, torch.full((N,), float(w)))
 
-    dist.barrier()
+    # Large ops complete on lockstep's progress thread, which may then hold the last reference to
+    # a Python-owned tensor: destroying the group right after must not deadlock on the GIL.
+    for _ in range(3):
+        big = torch.ones(16 << 20)
+        dist.all_reduce(big)
+        check("large all_reduce", big[:4], torch.full((4,), float(w)))
+        del big
     dist.destroy_process_group()
     for f in failures:
         print(f"FAILED rank={r}: {f}", flush=True)

@@ -31,8 +31,12 @@ endfunction()
 
 if(DEFINED BUILD_DIR AND EXISTS "${BUILD_DIR}/CMakeCache.txt")
   set(lockstep_build "${BUILD_DIR}")
+  set(targets lockstep lockstep_cli)
+  if(EXISTS "${lockstep_build}/python")  # the Python package is part of this build
+    list(APPEND targets lockstep_python)
+  endif()
   run_step("building lockstep in ${lockstep_build}"
-    ${CMAKE_COMMAND} --build "${lockstep_build}" --target lockstep lockstep_cli)
+    ${CMAKE_COMMAND} --build "${lockstep_build}" --target ${targets})
 else()
   set(lockstep_build "${WORK_DIR}/lockstep-build")
   run_step("configuring lockstep"
@@ -63,4 +67,21 @@ if(NOT step_output MATCHES "lockstep consumer: ok")
   message(FATAL_ERROR "install check: the consumer ran but did not report success:\n${step_output}")
 endif()
 message(STATUS "install check: ${step_output}")
+
+# The Python package, where built: installed under lib/python3.X/dist-packages (where Debian's
+# python3 looks under /usr/local), and importable from there, registering the backend.
+file(GLOB python_packages "${prefix}/lib/python3*/dist-packages/lockstep/__init__.py")
+if(EXISTS "${lockstep_build}/python")
+  if(NOT python_packages)
+    message(FATAL_ERROR "install check: the Python package is built but was not installed under "
+                        "${prefix}/lib/python3.X/dist-packages")
+  endif()
+  list(GET python_packages 0 init)
+  get_filename_component(package_dir "${init}" DIRECTORY)
+  get_filename_component(site_dir "${package_dir}" DIRECTORY)
+  # (Python statements on separate lines: a ';' would split the CMake argument.)
+  run_step("importing the installed Python package" /usr/bin/python3 -c
+    "import sys\nsys.path.insert(0, '${site_dir}')\nimport lockstep, torch.distributed as d\nassert lockstep.__file__.startswith('${site_dir}')\nassert 'LOCKSTEP' in d.Backend._plugins\nprint('python package: ok, backend lockstep registered from', lockstep.__file__)")
+  message(STATUS "install check: ${step_output}")
+endif()
 file(REMOVE_RECURSE "${prefix}" "${consumer_build}")
