@@ -10,65 +10,26 @@ DistributedDataParallel over gloo on slices of the training tensor (timed after 
 Prints samples/s per run, the best of the rounds, lockstep / PyTorch, and world-2 / world-1 scaling.
 """
 import argparse
-import gzip
 import os
 import re
 import subprocess
 import sys
 import tempfile
-import time
-
-DATA = "/usr/share/datasets/fashion-mnist"
-
-
-def load():
-    import numpy as np
-    import torch
-
-    with gzip.open(f"{DATA}/train-images-idx3-ubyte.gz") as f:
-        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)
-    with gzip.open(f"{DATA}/train-labels-idx1-ubyte.gz") as f:
-        y = np.frombuffer(f.read(), np.uint8, offset=8)
-    x = torch.tensor(x, dtype=torch.float32).div_(255)
-    return x, torch.tensor(y, dtype=torch.int64)
 
 
 def torch_worker(rank, world, steps, batch, port, queue):
     import torch
     import torch.distributed as dist
-    import torch.nn as nn
-    import torch.nn.functional as F
 
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1, self.conv2 = nn.Conv2d(1, 32, 3), nn.Conv2d(32, 64, 3)
-            self.fc1, self.fc2 = nn.Linear(1600, 128), nn.Linear(128, 10)
-
-        def forward(self, x):
-            x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-            x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-            return self.fc2(F.relu(self.fc1(x.flatten(1))))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from python_backend_job import ddp  # the same model and loop as the backend comparison
 
     torch.set_num_threads(1)
-    torch.manual_seed(0)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    x, y = load()
-    model = nn.parallel.DistributedDataParallel(Net())
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    start = None
-    for step in range(steps + 5):
-        if step == 5:
-            dist.barrier()
-            start = time.perf_counter()
-        i = ((step * world + rank) * batch) % (x.shape[0] - batch)
-        optimizer.zero_grad()
-        F.cross_entropy(model(x[i:i + batch]), y[i:i + batch]).backward()
-        optimizer.step()
-    dist.barrier()
+    rate = ddp(steps, batch)
     if rank == 0:
-        queue.put(steps * batch * world / (time.perf_counter() - start))
+        queue.put(rate)
     dist.destroy_process_group()
 
 

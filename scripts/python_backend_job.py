@@ -1,4 +1,5 @@
-"""One rank of scripts/compare_python_backend.py, started by `lockstep run`.
+"""One rank of scripts/compare_python_backend.py, started by `lockstep run` (its model and
+training loop also serve scripts/compare_torch_ddp.py).
 
   allreduce BACKEND SIZES...   f32 all_reduce of each size (bytes) from Python, timed per call
                                after warm-up; rank 0 prints "ALLREDUCE size median_us" lines.
@@ -14,8 +15,6 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
-
-import lockstep  # noqa: F401
 
 DATA = "/usr/share/datasets/fashion-mnist"
 
@@ -48,14 +47,20 @@ class Net(nn.Module):
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
 
-def ddp(steps, batch):
+def load():
+    """The Fashion-MNIST training set: images (N, 1, 28, 28) in [0, 1], labels (N)."""
     with gzip.open(f"{DATA}/train-images-idx3-ubyte.gz") as f:
         f.read(16)
         x = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
     with gzip.open(f"{DATA}/train-labels-idx1-ubyte.gz") as f:
         f.read(8)
         y = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8).long()
-    x = x.reshape(-1, 1, 28, 28).float().div_(255)
+    return x.reshape(-1, 1, 28, 28).float().div_(255), y
+
+
+def ddp(steps, batch):
+    """Trains with DDP over the initialized default group; returns samples/s (rank 0 prints)."""
+    x, y = load()
     r, w = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(Net())
@@ -70,13 +75,17 @@ def ddp(steps, batch):
         F.cross_entropy(model(x[i:i + batch]), y[i:i + batch]).backward()
         optimizer.step()
     dist.barrier()
+    rate = steps * batch * w / (time.perf_counter() - start)
     if r == 0:
-        print(f"DDP {steps * batch * w / (time.perf_counter() - start):.1f}", flush=True)
+        print(f"DDP {rate:.1f}", flush=True)
+    return rate
 
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
     mode, backend = sys.argv[1], sys.argv[2]
+    if backend == "lockstep":
+        import lockstep  # noqa: F401  (registers the backend)
     dist.init_process_group(backend)
     if mode == "allreduce":
         allreduce([int(s) for s in sys.argv[3:]])
