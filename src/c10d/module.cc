@@ -29,15 +29,12 @@ PYBIND11_MODULE(_lockstep, m) {
                        int64_t timeout_ms, const std::string& group_id,
                        const std::vector<int64_t>& global_ranks) {
              return c10::make_intrusive<ProcessGroupLockstep>(
-                 store, rank, size, std::chrono::milliseconds(timeout_ms), group_id,
-                 global_ranks);
+                 store, rank, size, std::chrono::milliseconds(timeout_ms), group_id, global_ranks);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"),
-           py::arg("group_id"), py::arg("global_ranks"),
-           py::call_guard<py::gil_scoped_release>(),
+           py::arg("group_id"), py::arg("global_ranks"), py::call_guard<py::gil_scoped_release>(),
            "Collective over the group's members: connects to each through the store.")
       .def_property_readonly(
-          "lockstep_backend",
-          [](const ProcessGroupLockstep& pg) { return pg.lockstep_backend(); },
+          "lockstep_backend", [](const ProcessGroupLockstep& pg) { return pg.lockstep_backend(); },
           "lockstep's backend in use: shm, tcp, hier, ...");
 }

@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <functional>
-#include <mutex>
 #include <numeric>
 
 #include "c10d/store_adapter.h"
@@ -23,30 +22,19 @@ namespace {
 using Tensors = std::vector<at::Tensor>;
 using lockstep::torch::detail::to_dtype;
 
-// [Work] One torch op: the lockstep ops it issued, the tensors it keeps alive until they finish,
-// and what to do once they all succeeded (write results back into the caller's tensors).
+// [Work] One torch op: the lockstep op it issued, the tensors it keeps alive until that op
+// finishes, and what to do once it succeeded (write results back into the caller's tensors).
 class LockstepWork : public ::c10d::Work {
  public:
-  LockstepWork(::c10d::OpType type, Tensors outputs, int source_rank = -1)
+  LockstepWork(::c10d::OpType type, Tensors outputs, int source_rank, Tensors keep_alive,
+               std::function<void()> finish)
       : Work(-1, type),
         outputs_(std::move(outputs)),
         source_rank_(source_rank),
+        keep_alive_(std::move(keep_alive)),
+        finish_(std::move(finish)),
         future_(c10::make_intrusive<at::ivalue::Future>(
             c10::ListType::create(c10::TensorType::get()))) {}
-
-  static c10::intrusive_ptr<Work> track(c10::intrusive_ptr<LockstepWork> self,
-                                        std::vector<WorkPtr> ops, Tensors keep_alive,
-                                        std::function<void()> finish = {}) {
-    {
-      std::lock_guard<std::mutex> lock(self->state_mu_);
-      self->remaining_ = ops.size();
-      self->keep_alive_ = std::move(keep_alive);
-      self->finish_ = std::move(finish);
-    }
-    if (ops.empty()) self->done(nullptr);
-    for (auto& op : ops) op->on_complete([self](std::exception_ptr e) { self->one_done(e); });
-    return self;
-  }
 
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
@@ -56,21 +44,12 @@ class LockstepWork : public ::c10d::Work {
   }
   void synchronize() override {}
   void abort() override {
-    TORCH_CHECK(false, "lockstep: Work::abort() is not supported; every op ends by its deadline "
-                       "(LOCKSTEP_TIMEOUT or the group's timeout)");
+    TORCH_CHECK(false,
+                "lockstep: Work::abort() is not supported; every op ends by its deadline "
+                "(LOCKSTEP_TIMEOUT or the group's timeout)");
   }
 
- private:
-  void one_done(std::exception_ptr error) {
-    {
-      std::lock_guard<std::mutex> lock(state_mu_);
-      if (error && !error_) error_ = error;
-      if (--remaining_ > 0) return;
-    }
-    done(error_);
-  }
-
-  // Runs once, on the thread that completed the last op.
+  // Runs once, on the thread that completed the lockstep op.
   void done(std::exception_ptr error) {
     if (!error && finish_) {
       try {
@@ -89,6 +68,7 @@ class LockstepWork : public ::c10d::Work {
       future_->markCompleted(c10::IValue(outputs_));
   }
 
+ private:
   // lockstep's message, unchanged, as the RuntimeError Python sees.
   static std::exception_ptr as_runtime_error(std::exception_ptr error) {
     try {
@@ -102,17 +82,19 @@ class LockstepWork : public ::c10d::Work {
 
   Tensors outputs_;
   int source_rank_;
-  c10::intrusive_ptr<at::ivalue::Future> future_;
-  std::mutex state_mu_;
-  size_t remaining_ = 0;
-  std::exception_ptr error_;
   Tensors keep_alive_;
   std::function<void()> finish_;
+  c10::intrusive_ptr<at::ivalue::Future> future_;
 };
 
-c10::intrusive_ptr<LockstepWork> make_work(::c10d::OpType type, Tensors outputs,
-                                           int source_rank = -1) {
-  return c10::make_intrusive<LockstepWork>(type, std::move(outputs), source_rank);
+// The torch Work of one lockstep op: completes (running `finish` first) when `op` does.
+c10::intrusive_ptr<::c10d::Work> work_for(::c10d::OpType type, Tensors outputs, const WorkPtr& op,
+                                          Tensors keep_alive, std::function<void()> finish = {},
+                                          int source_rank = -1) {
+  auto work = c10::make_intrusive<LockstepWork>(type, std::move(outputs), source_rank,
+                                                std::move(keep_alive), std::move(finish));
+  op->on_complete([work](std::exception_ptr e) { work->done(e); });
+  return work;
 }
 
 // The dtype and device checks every tensor passes before lockstep sees it.
@@ -174,10 +156,10 @@ void require_same(const Tensors& tensors, const at::Tensor& like, const char* op
                   const char* what) {
   for (size_t i = 0; i < tensors.size(); ++i)
     if (tensors[i].numel() != like.numel() || tensors[i].scalar_type() != like.scalar_type())
-      throw InvalidArgument(detail::concat(
-          "lockstep ", op, ": ", what, "[", i, "] has ", tensors[i].numel(), " elements of ",
-          tensors[i].scalar_type(), ", but the input has ", like.numel(), " of ",
-          like.scalar_type(), "; each must match the input"));
+      throw InvalidArgument(
+          detail::concat("lockstep ", op, ": ", what, "[", i, "] has ", tensors[i].numel(),
+                         " elements of ", tensors[i].scalar_type(), ", but the input has ",
+                         like.numel(), " of ", like.scalar_type(), "; each must match the input"));
 }
 
 void require_count(const Tensors& tensors, size_t count, const char* op, const char* what) {
@@ -220,8 +202,8 @@ std::vector<size_t> counts_of(const std::vector<int64_t>& splits, int64_t row, i
   std::vector<size_t> counts;
   if (splits.empty()) {
     if (rows % size != 0)
-      throw InvalidArgument(detail::concat("lockstep alltoall_base: ", rows, " rows of the ",
-                                           which, " do not split evenly over ", size,
+      throw InvalidArgument(detail::concat("lockstep alltoall_base: ", rows, " rows of the ", which,
+                                           " do not split evenly over ", size,
                                            " ranks; give split sizes"));
     counts.assign(static_cast<size_t>(size), static_cast<size_t>(rows / size * row));
     return counts;
@@ -258,8 +240,8 @@ void set_blocking_call_wrapper(BlockingCallWrapper wrapper) {
   g_blocking_call = wrapper;
 }
 
-ProcessGroupLockstep::ProcessGroupLockstep(const c10::intrusive_ptr<::c10d::Store>& store,
-                                           int rank, int size, std::chrono::milliseconds timeout,
+ProcessGroupLockstep::ProcessGroupLockstep(const c10::intrusive_ptr<::c10d::Store>& store, int rank,
+                                           int size, std::chrono::milliseconds timeout,
                                            const std::string& group_id,
                                            const std::vector<int64_t>& global_ranks)
     : ::c10d::ProcessGroup(rank, size) {
@@ -302,11 +284,10 @@ auto ProcessGroupLockstep::broadcast(Tensors& tensors, const ::c10d::BroadcastOp
   const at::Tensor& t = single(tensors, "broadcast");
   Staged s = stage(t);
   ++collectives_;
-  auto op = group_->broadcast(view_of(s.buffer, "broadcast"),
-                              {.root = static_cast<int>(opts.rootRank),
-                               .timeout = timeout_of(opts.timeout)});
-  return LockstepWork::track(make_work(::c10d::OpType::BROADCAST, tensors), {op}, {s.buffer},
-                             [s] { s.write_back(); });
+  auto op = group_->broadcast(
+      view_of(s.buffer, "broadcast"),
+      {.root = static_cast<int>(opts.rootRank), .timeout = timeout_of(opts.timeout)});
+  return work_for(::c10d::OpType::BROADCAST, tensors, op, {s.buffer}, [s] { s.write_back(); });
 }
 
 auto ProcessGroupLockstep::allreduce(Tensors& tensors, const ::c10d::AllreduceOptions& opts)
@@ -317,8 +298,7 @@ auto ProcessGroupLockstep::allreduce(Tensors& tensors, const ::c10d::AllreduceOp
   ++collectives_;
   auto op = group_->all_reduce(view_of(s.buffer, "allreduce"),
                                {.op = op_kind, .timeout = timeout_of(opts.timeout)});
-  return LockstepWork::track(make_work(::c10d::OpType::ALLREDUCE, tensors), {op}, {s.buffer},
-                             [s] { s.write_back(); });
+  return work_for(::c10d::OpType::ALLREDUCE, tensors, op, {s.buffer}, [s] { s.write_back(); });
 }
 
 auto ProcessGroupLockstep::allreduce_coalesced(Tensors& tensors,
@@ -335,8 +315,8 @@ auto ProcessGroupLockstep::allreduce_coalesced(Tensors& tensors,
   ++collectives_;
   auto op = group_->all_reduce(view_of(flat, "allreduce_coalesced"),
                                {.op = op_kind, .timeout = timeout_of(opts.timeout)});
-  return LockstepWork::track(make_work(::c10d::OpType::ALLREDUCE_COALESCED, tensors), {op},
-                             {flat}, [flat, tensors] { unflatten_into(flat, tensors); });
+  return work_for(::c10d::OpType::ALLREDUCE_COALESCED, tensors, op, {flat},
+                  [flat, tensors] { unflatten_into(flat, tensors); });
 }
 
 auto ProcessGroupLockstep::reduce(Tensors& tensors, const ::c10d::ReduceOptions& opts)
@@ -351,10 +331,9 @@ auto ProcessGroupLockstep::reduce(Tensors& tensors, const ::c10d::ReduceOptions&
                             .op = op_kind,
                             .timeout = timeout_of(opts.timeout)});
   bool root = opts.rootRank == rank_;
-  return LockstepWork::track(make_work(::c10d::OpType::REDUCE, tensors), {op}, {s.buffer},
-                             [s, root] {
-                               if (root) s.write_back();
-                             });
+  return work_for(::c10d::OpType::REDUCE, tensors, op, {s.buffer}, [s, root] {
+    if (root) s.write_back();
+  });
 }
 
 auto ProcessGroupLockstep::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
@@ -370,8 +349,8 @@ auto ProcessGroupLockstep::allgather(std::vector<Tensors>& outputs, Tensors& inp
   ++collectives_;
   auto op = group_->all_gather(view_of(s.buffer, "allgather"), view_of(flat, "allgather"),
                                {.timeout = timeout_of(opts.timeout)});
-  return LockstepWork::track(make_work(::c10d::OpType::ALLGATHER, outs), {op}, {s.buffer, flat},
-                             [flat, outs] { unflatten_into(flat, outs); });
+  return work_for(::c10d::OpType::ALLGATHER, outs, op, {s.buffer, flat},
+                  [flat, outs] { unflatten_into(flat, outs); });
 }
 
 auto ProcessGroupLockstep::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -381,13 +360,12 @@ auto ProcessGroupLockstep::_allgather_base(at::Tensor& output, at::Tensor& input
   auto op = group_->all_gather(view_of(in.buffer, "_allgather_base"),
                                view_of(out.buffer, "_allgather_base"),
                                {.timeout = timeout_of(opts.timeout)});
-  return LockstepWork::track(make_work(::c10d::OpType::_ALLGATHER_BASE, {output}), {op},
-                             {in.buffer, out.buffer}, [out] { out.write_back(); });
+  return work_for(::c10d::OpType::_ALLGATHER_BASE, {output}, op, {in.buffer, out.buffer},
+                  [out] { out.write_back(); });
 }
 
 auto ProcessGroupLockstep::allgather_coalesced(std::vector<Tensors>& outputs, Tensors& inputs,
-                                               const ::c10d::AllgatherOptions& opts)
-    -> Ptr<Work> {
+                                               const ::c10d::AllgatherOptions& opts) -> Ptr<Work> {
   if (inputs.empty()) throw InvalidArgument("lockstep allgather_coalesced: no input tensors");
   if (static_cast<int>(outputs.size()) != size_)
     throw InvalidArgument(detail::concat("lockstep allgather_coalesced: ", outputs.size(),
@@ -395,7 +373,8 @@ auto ProcessGroupLockstep::allgather_coalesced(std::vector<Tensors>& outputs, Te
   Tensors all_outputs;
   for (auto& list : outputs) {
     require_count(list, inputs.size(), "allgather_coalesced", "an output list");
-    for (size_t i = 0; i < list.size(); ++i) require_same({list[i]}, inputs[i], "allgather_coalesced", "output");
+    for (size_t i = 0; i < list.size(); ++i)
+      require_same({list[i]}, inputs[i], "allgather_coalesced", "output");
     all_outputs.insert(all_outputs.end(), list.begin(), list.end());
   }
   at::Tensor flat_in = flat_copy(inputs);
@@ -404,9 +383,8 @@ auto ProcessGroupLockstep::allgather_coalesced(std::vector<Tensors>& outputs, Te
   auto op = group_->all_gather(view_of(flat_in, "allgather_coalesced"),
                                view_of(flat_out, "allgather_coalesced"),
                                {.timeout = timeout_of(opts.timeout)});
-  return LockstepWork::track(make_work(::c10d::OpType::ALLGATHER_COALESCED, all_outputs), {op},
-                             {flat_in, flat_out},
-                             [flat_out, all_outputs] { unflatten_into(flat_out, all_outputs); });
+  return work_for(::c10d::OpType::ALLGATHER_COALESCED, all_outputs, op, {flat_in, flat_out},
+                  [flat_out, all_outputs] { unflatten_into(flat_out, all_outputs); });
 }
 
 auto ProcessGroupLockstep::gather(std::vector<Tensors>& outputs, Tensors& inputs,
@@ -426,16 +404,15 @@ auto ProcessGroupLockstep::gather(std::vector<Tensors>& outputs, Tensors& inputs
   Staged s = stage(in);
   BufferView in_view = view_of(s.buffer, "gather");
   at::Tensor flat = at::empty({root ? size_ * in.numel() : 0}, in.options());
-  BufferView out_view = root ? view_of(flat, "gather")
-                             : BufferView{nullptr, 0, in_view.dtype, in_view.device};
+  BufferView out_view =
+      root ? view_of(flat, "gather") : BufferView{nullptr, 0, in_view.dtype, in_view.device};
   ++collectives_;
-  auto op = group_->gather(in_view, out_view,
-                           {.root = static_cast<int>(opts.rootRank),
-                            .timeout = timeout_of(opts.timeout)});
-  return LockstepWork::track(make_work(::c10d::OpType::GATHER, outs), {op}, {s.buffer, flat},
-                             [flat, outs, root] {
-                               if (root) unflatten_into(flat, outs);
-                             });
+  auto op = group_->gather(
+      in_view, out_view,
+      {.root = static_cast<int>(opts.rootRank), .timeout = timeout_of(opts.timeout)});
+  return work_for(::c10d::OpType::GATHER, outs, op, {s.buffer, flat}, [flat, outs, root] {
+    if (root) unflatten_into(flat, outs);
+  });
 }
 
 auto ProcessGroupLockstep::scatter(Tensors& outputs, std::vector<Tensors>& inputs,
@@ -455,11 +432,10 @@ auto ProcessGroupLockstep::scatter(Tensors& outputs, std::vector<Tensors>& input
   Staged s = stage(out);
   BufferView in_view = view_of(flat, "scatter");
   ++collectives_;
-  auto op = group_->scatter(in_view, view_of(s.buffer, "scatter"),
-                            {.root = static_cast<int>(opts.rootRank),
-                             .timeout = timeout_of(opts.timeout)});
-  return LockstepWork::track(make_work(::c10d::OpType::SCATTER, outputs), {op}, {flat, s.buffer},
-                             [s] { s.write_back(); });
+  auto op = group_->scatter(
+      in_view, view_of(s.buffer, "scatter"),
+      {.root = static_cast<int>(opts.rootRank), .timeout = timeout_of(opts.timeout)});
+  return work_for(::c10d::OpType::SCATTER, outputs, op, {flat, s.buffer}, [s] { s.write_back(); });
 }
 
 auto ProcessGroupLockstep::reduce_scatter(Tensors& outputs, std::vector<Tensors>& inputs,
@@ -473,11 +449,11 @@ auto ProcessGroupLockstep::reduce_scatter(Tensors& outputs, std::vector<Tensors>
   at::Tensor flat = flat_copy(inputs[0]);
   Staged s = stage(out);
   ++collectives_;
-  auto op = group_->reduce_scatter(view_of(flat, "reduce_scatter"),
-                                   view_of(s.buffer, "reduce_scatter"),
-                                   {.op = op_kind, .timeout = timeout_of(opts.timeout)});
-  return LockstepWork::track(make_work(::c10d::OpType::REDUCE_SCATTER, outputs), {op},
-                             {flat, s.buffer}, [s] { s.write_back(); });
+  auto op =
+      group_->reduce_scatter(view_of(flat, "reduce_scatter"), view_of(s.buffer, "reduce_scatter"),
+                             {.op = op_kind, .timeout = timeout_of(opts.timeout)});
+  return work_for(::c10d::OpType::REDUCE_SCATTER, outputs, op, {flat, s.buffer},
+                  [s] { s.write_back(); });
 }
 
 auto ProcessGroupLockstep::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -489,8 +465,8 @@ auto ProcessGroupLockstep::_reduce_scatter_base(at::Tensor& output, at::Tensor& 
   auto op = group_->reduce_scatter(view_of(in.buffer, "_reduce_scatter_base"),
                                    view_of(out.buffer, "_reduce_scatter_base"),
                                    {.op = op_kind, .timeout = timeout_of(opts.timeout)});
-  return LockstepWork::track(make_work(::c10d::OpType::_REDUCE_SCATTER_BASE, {output}), {op},
-                             {in.buffer, out.buffer}, [out] { out.write_back(); });
+  return work_for(::c10d::OpType::_REDUCE_SCATTER_BASE, {output}, op, {in.buffer, out.buffer},
+                  [out] { out.write_back(); });
 }
 
 auto ProcessGroupLockstep::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -498,7 +474,9 @@ auto ProcessGroupLockstep::alltoall_base(at::Tensor& output, at::Tensor& input,
                                          std::vector<int64_t>& input_splits,
                                          const ::c10d::AllToAllOptions& opts) -> Ptr<Work> {
   Staged in = stage(input), out = stage(output);
-  auto row = [](const at::Tensor& t) { return t.dim() == 0 ? int64_t{1} : t.numel() / std::max<int64_t>(t.size(0), 1); };
+  auto row = [](const at::Tensor& t) {
+    return t.dim() == 0 ? int64_t{1} : t.numel() / std::max<int64_t>(t.size(0), 1);
+  };
   int64_t in_rows = input.dim() == 0 ? 1 : input.size(0);
   int64_t out_rows = output.dim() == 0 ? 1 : output.size(0);
   std::vector<size_t> send = counts_of(input_splits, row(input), size_, in_rows, "input");
@@ -507,8 +485,8 @@ auto ProcessGroupLockstep::alltoall_base(at::Tensor& output, at::Tensor& input,
   auto op = group_->all_to_all_v(view_of(in.buffer, "alltoall_base"), send,
                                  view_of(out.buffer, "alltoall_base"), recv,
                                  {.timeout = timeout_of(opts.timeout)});
-  return LockstepWork::track(make_work(::c10d::OpType::ALLTOALL_BASE, {output}), {op},
-                             {in.buffer, out.buffer}, [out] { out.write_back(); });
+  return work_for(::c10d::OpType::ALLTOALL_BASE, {output}, op, {in.buffer, out.buffer},
+                  [out] { out.write_back(); });
 }
 
 auto ProcessGroupLockstep::alltoall(Tensors& outputs, Tensors& inputs,
@@ -519,21 +497,19 @@ auto ProcessGroupLockstep::alltoall(Tensors& outputs, Tensors& inputs,
   for (const auto& t : inputs) send.push_back(static_cast<size_t>(t.numel()));
   for (const auto& t : outputs) recv.push_back(static_cast<size_t>(t.numel()));
   at::Tensor flat_in = flat_copy(inputs);
-  at::Tensor flat_out = at::empty({std::accumulate(recv.begin(), recv.end(), int64_t{0})},
-                                  flat_in.options());
+  at::Tensor flat_out =
+      at::empty({std::accumulate(recv.begin(), recv.end(), int64_t{0})}, flat_in.options());
   ++collectives_;
-  auto op = group_->all_to_all_v(view_of(flat_in, "alltoall"), send,
-                                 view_of(flat_out, "alltoall"), recv,
-                                 {.timeout = timeout_of(opts.timeout)});
-  return LockstepWork::track(make_work(::c10d::OpType::ALLTOALL, outputs), {op},
-                             {flat_in, flat_out},
-                             [flat_out, outputs] { unflatten_into(flat_out, outputs); });
+  auto op = group_->all_to_all_v(view_of(flat_in, "alltoall"), send, view_of(flat_out, "alltoall"),
+                                 recv, {.timeout = timeout_of(opts.timeout)});
+  return work_for(::c10d::OpType::ALLTOALL, outputs, op, {flat_in, flat_out},
+                  [flat_out, outputs] { unflatten_into(flat_out, outputs); });
 }
 
 auto ProcessGroupLockstep::barrier(const ::c10d::BarrierOptions& opts) -> Ptr<Work> {
   ++collectives_;
   auto op = group_->barrier({.timeout = timeout_of(opts.timeout)});
-  return LockstepWork::track(make_work(::c10d::OpType::BARRIER, {}), {op}, {});
+  return work_for(::c10d::OpType::BARRIER, {}, op, {});
 }
 
 void ProcessGroupLockstep::monitoredBarrier(const ::c10d::BarrierOptions& opts, bool) {
@@ -545,15 +521,15 @@ auto ProcessGroupLockstep::send(Tensors& tensors, int dst, int tag) -> Ptr<Work>
   const at::Tensor& t = single(tensors, "send");
   Staged s = stage(t);
   auto op = group_->send(view_of(s.buffer, "send"), dst, {.tag = static_cast<uint32_t>(tag)});
-  return LockstepWork::track(make_work(::c10d::OpType::SEND, tensors), {op}, {s.buffer});
+  return work_for(::c10d::OpType::SEND, tensors, op, {s.buffer});
 }
 
 auto ProcessGroupLockstep::recv(Tensors& tensors, int src, int tag) -> Ptr<Work> {
   const at::Tensor& t = single(tensors, "recv");
   Staged s = stage(t);
   auto op = group_->recv(view_of(s.buffer, "recv"), src, {.tag = static_cast<uint32_t>(tag)});
-  return LockstepWork::track(make_work(::c10d::OpType::RECV, tensors, src), {op}, {s.buffer},
-                             [s] { s.write_back(); });
+  return work_for(
+      ::c10d::OpType::RECV, tensors, op, {s.buffer}, [s] { s.write_back(); }, src);
 }
 
 auto ProcessGroupLockstep::recvAnysource(Tensors&, int) -> Ptr<Work> {

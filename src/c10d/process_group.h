@@ -81,8 +81,7 @@ class ProcessGroupLockstep : public ::c10d::ProcessGroup {
   Ptr<Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                  const ::c10d::ReduceScatterOptions& opts) override;
   Ptr<Work> alltoall_base(at::Tensor& output, at::Tensor& input,
-                          std::vector<int64_t>& output_splits,
-                          std::vector<int64_t>& input_splits,
+                          std::vector<int64_t>& output_splits, std::vector<int64_t>& input_splits,
                           const ::c10d::AllToAllOptions& opts) override;
   Ptr<Work> alltoall(Tensors& outputs, Tensors& inputs,
                      const ::c10d::AllToAllOptions& opts) override;

@@ -28,14 +28,15 @@ auto guarded(const char* what, const std::vector<std::string>& keys, Fn&& fn) {
     return fn();
   } catch (const c10::Error& e) {
     std::string message = e.what_without_backtrace();
-    if (message.find("imeout") != std::string::npos || message.find("timed out") != std::string::npos)
-      throw TimeoutError(detail::concat("torch's store: ", what, " of ", key_list(keys),
-                                        " timed out: ", message));
-    throw NetworkError(detail::concat("torch's store: ", what, " of ", key_list(keys),
-                                      " failed: ", message));
+    if (message.find("imeout") != std::string::npos ||
+        message.find("timed out") != std::string::npos)
+      throw TimeoutError(
+          detail::concat("torch's store: ", what, " of ", key_list(keys), " timed out: ", message));
+    throw NetworkError(
+        detail::concat("torch's store: ", what, " of ", key_list(keys), " failed: ", message));
   } catch (const std::runtime_error& e) {
-    throw NetworkError(detail::concat("torch's store: ", what, " of ", key_list(keys),
-                                      " failed: ", e.what()));
+    throw NetworkError(
+        detail::concat("torch's store: ", what, " of ", key_list(keys), " failed: ", e.what()));
   }
 }
 
@@ -64,9 +65,8 @@ int64_t C10dStore::add(const std::string& key, int64_t delta) {
 
 std::string C10dStore::compare_set(const std::string& key, std::string_view expected,
                                    std::string_view desired) {
-  return guarded("compare_set", {key}, [&] {
-    return text(store_->compareSet(key, bytes(expected), bytes(desired)));
-  });
+  return guarded("compare_set", {key},
+                 [&] { return text(store_->compareSet(key, bytes(expected), bytes(desired))); });
 }
 
 bool C10dStore::check(const std::vector<std::string>& keys) {
@@ -99,9 +99,8 @@ std::vector<std::string> C10dStore::multi_get(const std::vector<std::string>& ke
                                               std::chrono::milliseconds timeout) {
   wait(keys, timeout);
   std::vector<std::string> values;
-  for (const auto& key : keys) values.push_back(guarded("get", {key}, [&] {
-      return text(store_->get(key));
-    }));
+  for (const auto& key : keys)
+    values.push_back(guarded("get", {key}, [&] { return text(store_->get(key)); }));
   return values;
 }
 
