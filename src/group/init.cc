@@ -4,8 +4,7 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
-
+#include "group/attempt_scope.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/log.h"
 #include "lockstep/core/settings.h"
@@ -22,13 +21,15 @@ namespace lockstep {
 
 namespace {
 
+// Under `lockstep run` the launcher hosts the store (LOCKSTEP_STORE_ADDR/_PORT), so every rank
+// is a plain client. LOCKSTEP_USE_AGENT_STORE=1 says the same of MASTER_ADDR/MASTER_PORT.
+bool launcher_hosts_store(const EnvRendezvous& rv, const EnvLookup& env) {
+  return rv.launcher_store || env("LOCKSTEP_USE_AGENT_STORE").value_or("0") == "1";
+}
+
 std::shared_ptr<Store> open_tcp_store(const EnvRendezvous& rv, const EnvLookup& env,
                                       milliseconds timeout) {
-  // Under `lockstep run` the launcher hosts the store (LOCKSTEP_STORE_ADDR/_PORT), so every rank
-  // is a plain client. LOCKSTEP_USE_AGENT_STORE=1 says the same of MASTER_ADDR/MASTER_PORT.
-  bool agent_store =
-      rv.launcher_store || env("LOCKSTEP_USE_AGENT_STORE").value_or("0") == "1";
-  bool host = rv.rank == 0 && !agent_store;
+  bool host = rv.rank == 0 && !launcher_hosts_store(rv, env);
   if (rv.master_port == 0 && !host)
     throw ConfigError(detail::concat(
         "init_process_group: rank ", rv.rank, " has MASTER_PORT=0, but only the process that hosts "
@@ -46,8 +47,8 @@ std::shared_ptr<Store> open_tcp_store(const EnvRendezvous& rv, const EnvLookup& 
 std::shared_ptr<Store> scope_to_attempt(std::shared_ptr<Store> store, const EnvLookup& env) {
   auto attempt = env("LOCKSTEP_RESTART_COUNT");
   if (!attempt) return store;
-  std::string run = env("LOCKSTEP_RUN_ID").value_or("run");
-  return std::make_shared<PrefixStore>(run + "/attempt_" + *attempt, std::move(store));
+  return std::make_shared<PrefixStore>(
+      attempt_prefix(env("LOCKSTEP_RUN_ID").value_or("run"), *attempt), std::move(store));
 }
 
 std::shared_ptr<Store> open_store(const InitOptions& options, const EnvRendezvous& rv,
@@ -70,8 +71,7 @@ std::string store_text(const InitOptions& options, const EnvRendezvous& rv, cons
     return "FileStore " + options.init_method.substr(7);
   if (rv.master_addr.empty()) return "found through MPI";
   std::string where = rv.master_addr + ":" + std::to_string(rv.master_port);
-  if (rv.launcher_store || env("LOCKSTEP_USE_AGENT_STORE").value_or("0") == "1")
-    return "TcpStore " + where + " (the launcher's)";
+  if (launcher_hosts_store(rv, env)) return "TcpStore " + where + " (the launcher's)";
   return "TcpStore " + where + (rv.rank == 0 ? " (hosted by this rank)" : "");
 }
 
@@ -117,14 +117,16 @@ void join(Store& store, const std::string& group, const EnvRendezvous& rv, milli
 
 }  // namespace
 
+std::string attempt_prefix(const std::string& run_id, const std::string& attempt) {
+  return run_id + "/attempt_" + attempt;
+}
+
 std::shared_ptr<Store> open_launcher_store(milliseconds timeout) {
   EnvLookup env = process_env();
-  auto addr = env("LOCKSTEP_STORE_ADDR");
-  auto port = env("LOCKSTEP_STORE_PORT");
-  if (!addr || !port) return nullptr;
-  auto store = std::make_shared<TcpStore>(TcpStoreOptions{
-      .host = *addr, .port = static_cast<uint16_t>(std::atoi(port->c_str())), .timeout = timeout});
-  return scope_to_attempt(std::move(store), env);
+  if (!env("LOCKSTEP_STORE_ADDR") && !env("LOCKSTEP_STORE_PORT")) return nullptr;
+  // Read (and checked) as init_process_group reads them; a client, since the launcher hosts it.
+  EnvRendezvous rv = read_rendezvous(InitOptions{}, env);
+  return scope_to_attempt(open_tcp_store(rv, env, timeout), env);
 }
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {

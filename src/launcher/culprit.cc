@@ -5,6 +5,7 @@
 #include <set>
 
 #include "debug/status_keys.h"
+#include "group/attempt_scope.h"
 #include "lockstep/store/prefix_store.h"
 #include "lockstep/store/tcp_store.h"
 
@@ -15,7 +16,7 @@ std::optional<Culprit> read_culprit(TcpStore& store, const std::string& run_id, 
   std::vector<debug::Blame> blames;
   try {
     std::shared_ptr<Store> base(&store, [](Store*) {});  // not owned
-    PrefixStore scoped(run_id + "/attempt_" + std::to_string(attempt), base);
+    PrefixStore scoped(attempt_prefix(run_id, std::to_string(attempt)), base);
     blames = debug::read_blames(scoped, world_size);
   } catch (const std::exception&) {
     return std::nullopt;

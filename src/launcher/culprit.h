@@ -15,8 +15,8 @@ class TcpStore;
 
 namespace lockstep::launcher {
 
-// The blames of one attempt (keys under "<run_id>/attempt_<N>/", as lockstep's env:// scopes
-// them): the ranks blamed, minus those that reported a timeout themselves, and the reporters.
+// The blames of one attempt (keys under its attempt_prefix, src/group/attempt_scope.h): the
+// ranks blamed, minus those that reported a timeout themselves, and the reporters.
 // nullopt when no rank blamed another, or the store cannot be read (best effort, never throws).
 std::optional<Culprit> read_culprit(TcpStore& store, const std::string& run_id, int attempt,
                                     int world_size);

@@ -39,7 +39,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options = {}
 
 // Under `lockstep run`: a client of the launcher's store (LOCKSTEP_STORE_ADDR/_PORT), scoped to
 // this attempt's key space as init_process_group scopes it. Null when not under the launcher.
-// Throws what TcpStore throws when the store cannot be reached within timeout.
+// Throws ConfigError for malformed variables, and what TcpStore throws when the store cannot be
+// reached within timeout.
 std::shared_ptr<Store> open_launcher_store(std::chrono::milliseconds timeout);
 
 // Where this process sits in the job, as read from the environment.
