@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -69,6 +70,10 @@ TEST(LauncherEnvironment, EveryRankGetsItsPlaceInTheJob) {
   EXPECT_LT(std::stoi(port), 65536);
   EXPECT_GT(std::stoi(store_port), 0);
   EXPECT_NE(port, store_port) << "MASTER_PORT is for the script's own store, not the launcher's";
+  int ephemeral_low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral_low;
+  EXPECT_LT(std::stoi(port), ephemeral_low)
+      << "MASTER_PORT comes from below the ephemeral range, so no port-0 socket can take it first";
   std::set<std::string> error_files;
   for (int rank = 0; rank < 3; ++rank) {
     Vars& v = ranks[rank];
