@@ -14,7 +14,7 @@
 #include <memory>
 
 #include "algorithms/transport.h"
-#include "group/op.h"
+#include "comm/op.h"
 
 namespace lockstep {
 

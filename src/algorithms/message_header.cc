@@ -1,6 +1,6 @@
 #include "algorithms/message_header.h"
 
-#include "group/op_kinds.h"
+#include "comm/op_kinds.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep {
@@ -160,36 +160,6 @@ std::optional<std::string> header_mismatch(const MessageHeader& got, uint64_t ex
     return order_mismatch(got, check);
   if (auto m = identity_mismatch(got, want, check)) return m;
   return size_mismatch(got, want, check);
-}
-
-void throw_as(ErrorClass error_class, const std::string& message) {
-  switch (error_class) {
-    case ErrorClass::mismatch:
-      throw MismatchError(message);
-    case ErrorClass::timeout:
-      throw TimeoutError(message);
-    default:
-      throw NetworkError(message);
-  }
-}
-
-ErrorClass error_class_of(const std::exception& e) {
-  if (dynamic_cast<const MismatchError*>(&e)) return ErrorClass::mismatch;
-  if (dynamic_cast<const TimeoutError*>(&e)) return ErrorClass::timeout;
-  if (dynamic_cast<const NetworkError*>(&e)) return ErrorClass::network;
-  return ErrorClass::other;
-}
-
-bool FirstFailure::record(ErrorClass error_class, const std::string& reason) {
-  if (happened_) return false;
-  happened_ = true;
-  class_ = error_class;
-  reason_ = reason;
-  return true;
-}
-
-void FirstFailure::throw_if_happened(const Op& op) const {
-  if (happened_) throw_as(class_, detail::concat(op.name(), ": the group is broken: ", reason_));
 }
 
 }  // namespace lockstep

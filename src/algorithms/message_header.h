@@ -14,42 +14,17 @@
 #pragma once
 
 #include <cstdint>
-#include <exception>
 #include <optional>
 #include <string>
 
-#include "group/op.h"
+#include "comm/failure.h"
+#include "comm/op.h"
 
 namespace lockstep {
 
 inline constexpr uint32_t kMessageMagic = 0x4C4B5350;  // "LKSP"
 
 enum class FrameType : uint8_t { data = 1, abort = 2, bye = 3 };
-
-// The error class an abort frame carries, so that the cause keeps its type on every rank.
-enum class ErrorClass : uint8_t { other = 0, network = 1, mismatch = 2, timeout = 3 };
-
-// Throws the exception type of error_class (NetworkError, MismatchError, TimeoutError) with
-// message: how an error that crossed a process boundary is raised again with its own class.
-[[noreturn]] void throw_as(ErrorClass error_class, const std::string& message);
-// The ErrorClass of a lockstep exception (other for anything else).
-ErrorClass error_class_of(const std::exception& e);
-
-// A backend's first failure. After it the group is broken: every later op fails at once with the
-// same error class and a message that repeats the cause.
-class FirstFailure {
- public:
-  // Records the failure unless one is recorded already; returns whether this one was the first.
-  bool record(ErrorClass error_class, const std::string& reason);
-  bool happened() const { return happened_; }
-  // Throws "<op>: the group is broken: <cause>" with the first failure's class, if there was one.
-  void throw_if_happened(const Op& op) const;
-
- private:
-  bool happened_ = false;
-  ErrorClass class_ = ErrorClass::network;
-  std::string reason_;
-};
 
 struct MessageHeader {
   uint32_t magic = kMessageMagic;
@@ -73,7 +48,7 @@ static_assert(sizeof(MessageHeader) == 48, "MessageHeader is a wire format");
 // op's kind (the root of an all_reduce, the reduce op of a broadcast) are zero, so they never
 // cause a mismatch. A send's header names kind send; the matching recv expects kind send too.
 MessageHeader data_header(const Op& op, uint64_t payload_bytes);
-// An abort frame's header (payload: one ErrorClass byte, then the reason text).
+// An abort frame's header (payload: one ErrorClass byte, comm/failure.h, then the reason text).
 MessageHeader control_header(FrameType frame, uint64_t payload_bytes);
 
 struct HeaderCheck {

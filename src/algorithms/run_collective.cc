@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "algorithms/algorithms.h"
+#include "comm/validate.h"
 #include "core/reduce.h"
 #include "lockstep/core/error.h"
 
@@ -108,25 +109,20 @@ bool ring_pays_off(const Op& op, int size) {
 }
 
 Algorithm choose_all_reduce(const Op& op, int size) {
-  if (op.algorithm == Algorithm::ring || op.algorithm == Algorithm::recursive_doubling)
-    return op.algorithm;
-  LOCKSTEP_ENFORCE(op.algorithm == Algorithm::automatic, InvalidArgument, op.name(),
-                   ": all_reduce runs ring, recursive_doubling or automatic, not ",
-                   algorithm_name(op.algorithm));
+  validate::algorithm(op);
+  if (op.algorithm != Algorithm::automatic) return op.algorithm;
   return ring_pays_off(op, size) ? Algorithm::ring : Algorithm::recursive_doubling;
 }
 
 Algorithm choose_broadcast(const Op& op) {
-  if (op.algorithm == Algorithm::tree || op.algorithm == Algorithm::chain) return op.algorithm;
-  LOCKSTEP_ENFORCE(op.algorithm == Algorithm::automatic, InvalidArgument, op.name(),
-                   ": broadcast runs tree, chain or automatic, not ", algorithm_name(op.algorithm));
+  validate::algorithm(op);
+  if (op.algorithm != Algorithm::automatic) return op.algorithm;
   return op.count * element_size(op.dtype) >= kChainThresholdBytes ? Algorithm::chain
                                                                    : Algorithm::tree;
 }
 
 void run_collective(Transport& t, Scratch& s, const Op& op) {
-  if (op.kind == OpKind::all_reduce) choose_all_reduce(op, t.size());  // validates a forced choice
-  if (op.kind == OpKind::broadcast) choose_broadcast(op);
+  validate::algorithm(op);  // the front end has checked it too; direct callers have not
   if (t.size() == 1) return run_local(op);
   const bool sized = op.kind != OpKind::all_to_all && op.kind != OpKind::barrier &&
                      op.kind != OpKind::send && op.kind != OpKind::recv;

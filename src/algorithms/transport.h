@@ -1,6 +1,7 @@
 // Transport: the small point-to-point interface that the algorithms in this folder are written
-// against. A backend (tcp today, hierarchical later) implements it; an algorithm posts sends and
-// receives of the current op and waits for them.
+// against. The tcp backend implements it (backends/tcp/tcp_transport.h), and the hier backend
+// runs its leaders' stage on a subset of it (backends/hier/subset_transport.h); an algorithm
+// posts sends and receives of the current op and waits for them.
 //
 // Every message carries a header with the op's identity (see MessageHeader). A receive checks the
 // header against what its own op expects and throws MismatchError naming both ranks, the op and
@@ -10,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "group/op.h"
+#include "comm/op.h"
 
 namespace lockstep {
 

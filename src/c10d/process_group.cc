@@ -8,8 +8,9 @@
 #include <numeric>
 
 #include "c10d/store_adapter.h"
+#include "comm/group_config.h"
+#include "core/log.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 #include "lockstep/core/settings.h"
 #include "lockstep/group/init.h"
 #include "lockstep/group/process_group.h"

@@ -32,7 +32,9 @@ struct Layout {
 Layout layout_for(BenchOp op, size_t bytes, DType dtype, int world_size);
 
 // busbw = algbw * busbw_factor: the share of the data that crosses the slowest link, so that a
-// perfect implementation reaches the link bandwidth for every op (shared/design.md, nccl-tests).
+// perfect implementation reaches the link bandwidth for every op (the convention of nccl-tests:
+// all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all, gather and scatter (n-1)/n;
+// broadcast and reduce 1).
 double busbw_factor(BenchOp op, int world_size);
 
 // Runs one iteration of the op on every rank and waits for it (rethrowing its error). input and

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "group/rendezvous_env.h"
 #include "lockstep/group/init.h"
 
 namespace lockstep::cli::doctor {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cli/doctor_checks.h"
-#include "group/backend.h"
+#include "group/backend_registry.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::cli::doctor {

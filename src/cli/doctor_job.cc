@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/doctor_checks.h"
+#include "core/settings_parse.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/settings.h"
 

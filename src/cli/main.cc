@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "--version") {
-    std::printf("lockstep 0.1.0\n");
+    std::printf("lockstep %s\n", LOCKSTEP_VERSION);  // project(VERSION) in CMakeLists.txt
     return 0;
   }
   for (const auto& c : kSubcommands) {

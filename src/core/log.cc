@@ -1,4 +1,4 @@
-#include "lockstep/core/log.h"
+#include "core/log.h"
 
 #include <unistd.h>
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/settings_parse.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep {

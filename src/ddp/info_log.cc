@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "lockstep/core/log.h"
+#include "core/log.h"
 
 namespace lockstep::ddp {
 

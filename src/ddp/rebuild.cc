@@ -2,9 +2,9 @@
 // order, broadcast so every rank buckets identically.
 #include <cstring>
 
+#include "core/log.h"
 #include "ddp/reducer.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 
 namespace lockstep::ddp {
 

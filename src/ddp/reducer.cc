@@ -5,8 +5,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "core/log.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 #include "lockstep/core/settings.h"
 
 namespace lockstep::ddp {

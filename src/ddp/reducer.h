@@ -128,7 +128,6 @@ class Reducer {
   void launch_ready();
   void launch(size_t b);
   void wait_all(std::exception_ptr& first);
-  void write_back();
   void warn_unused();
   void log_layout() const;  // INFO: the bucket layout (rank 0)
   void rebuild();

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "group/op_kinds.h"
+#include "comm/op_kinds.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::debug {

@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "group/op.h"
+#include "comm/op.h"
 
 namespace lockstep::debug {
 

@@ -34,6 +34,7 @@ class FingerprintedBackend final : public Backend {
       : inner_(std::move(inner)), check_(*inner_, config.rank, config.size) {}
 
   const std::string& name() const override { return inner_->name(); }
+  void check(const Op& op) const override { inner_->check(op); }
   void run(const Op& op) override {
     check_.check(op);
     inner_->run(op);
@@ -70,14 +71,13 @@ void FingerprintCheck::exchange(const Op& op, const void* mine, size_t bytes, vo
       op.name() + " (in the LOCKSTEP_DEBUG=DETAIL fingerprint exchange before it): ";
   try {
     transport_.run(x);
-  } catch (const MismatchError& e) {
-    throw MismatchError(context + e.what() +
-                        ". (If a rank runs without the check, every rank must set the same "
-                        "LOCKSTEP_DEBUG.)");
-  } catch (const TimeoutError& e) {
-    throw TimeoutError(context + e.what());
-  } catch (const NetworkError& e) {
-    throw NetworkError(context + e.what());
+  } catch (const Error& e) {
+    const bool mismatch = error_class_of(e) == ErrorClass::mismatch;
+    throw_as(error_class_of(e),
+             context + e.what() +
+                 (mismatch ? ". (If a rank runs without the check, every rank must set the same "
+                             "LOCKSTEP_DEBUG.)"
+                           : ""));
   }
 }
 

@@ -25,8 +25,8 @@
 #include <memory>
 #include <string>
 
-#include "group/backend.h"
-#include "group/op.h"
+#include "comm/backend.h"
+#include "comm/op.h"
 
 namespace lockstep::debug {
 

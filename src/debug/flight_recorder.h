@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "group/op.h"
+#include "comm/op.h"
 
 namespace lockstep::debug {
 

@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/log.h"
 #include "debug/watchdog.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 
 namespace lockstep::debug {
 namespace {

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/log.h"
 #include "debug/flight_recorder_dump.h"
 #include "debug/signal_dump.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 
 namespace lockstep::debug {
 

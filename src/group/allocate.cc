@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "group/backend.h"
+#include "group/process_group_impl.h"
 #include "lockstep/core/error.h"
 #include "lockstep/group/process_group.h"
 
@@ -68,21 +68,21 @@ std::vector<uint64_t> exchange_sizes(Store& store, const GroupConfig& g, uint64_
 SharedBuffer ProcessGroup::allocate(size_t bytes, std::chrono::milliseconds timeout) {
   uint64_t index;
   {
-    std::lock_guard<std::mutex> lock(issue_mu_);
-    index = allocations_++;
+    std::lock_guard<std::mutex> lock(impl_->issue_mu);
+    index = impl_->allocations++;
   }
-  if (timeout.count() < 0) timeout = config_.timeout;
+  if (timeout.count() < 0) timeout = impl_->config.timeout;
   const Deadline deadline = Deadline::after(timeout);
   const std::vector<uint64_t> sizes =
-      exchange_sizes(*config_.store, config_, index, bytes, timeout);
+      exchange_sizes(*impl_->config.store, impl_->config, index, bytes, timeout);
   for (uint64_t s : sizes)
-    LOCKSTEP_ENFORCE(s == sizes[0], MismatchError, "allocate #", index, " of group '", config_.name,
+    LOCKSTEP_ENFORCE(s == sizes[0], MismatchError, "allocate #", index, " of group '", impl_->config.name,
                      "': the ranks asked for different sizes (", sizes_text(sizes),
                      "). Fix: every rank must call ProcessGroup::allocate with the same size, "
                      "in the same order");
-  LOCKSTEP_ENFORCE(bytes > 0, InvalidArgument, "allocate #", index, " of group '", config_.name,
+  LOCKSTEP_ENFORCE(bytes > 0, InvalidArgument, "allocate #", index, " of group '", impl_->config.name,
                    "': 0 bytes; ask for at least 1");
-  return backend_->allocate(bytes, index, deadline);
+  return impl_->backend->allocate(bytes, index, deadline);
 }
 
 }  // namespace lockstep

@@ -1,7 +1,5 @@
 // create_backend: resolves a backend name to an engine. Each backend folder contributes one
 // factory; "auto" picks the best one for where the ranks are.
-#include <fstream>
-
 #include "backends/hier/backend.h"
 #include "backends/hier/hosts.h"
 #include "backends/shm/backend.h"
@@ -12,10 +10,9 @@
 #ifdef LOCKSTEP_HAVE_MPI
 #include "backends/mpi/backend.h"
 #endif
-#include "group/backend.h"
+#include "core/log.h"
+#include "group/backend_registry.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
-#include "net/socket.h"
 
 namespace lockstep {
 
@@ -27,7 +24,7 @@ struct BackendEntry {
 };
 
 constexpr BackendEntry kBackends[] = {
-    {"tcp", make_tcp_backend},
+    {"tcp", tcp::make_tcp_backend},
     {"shm", make_shm_backend},
     {"hier", make_hier_backend},
 };
@@ -67,12 +64,6 @@ std::string resolve_auto(const GroupConfig& config, std::string& why) {
 }
 
 }  // namespace
-
-std::string host_identity() {
-  std::string boot_id;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
-  return net::hostname() + "/" + boot_id;
-}
 
 std::vector<std::string> backend_names() {
   std::vector<std::string> names;

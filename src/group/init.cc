@@ -4,9 +4,11 @@
 
 #include <unistd.h>
 
+#include "comm/group_config.h"
+#include "core/log.h"
 #include "group/attempt_scope.h"
+#include "group/rendezvous_env.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 #include "lockstep/core/settings.h"
 #include "lockstep/store/file_store.h"
 #include "lockstep/store/hash_store.h"
@@ -59,7 +61,13 @@ std::shared_ptr<Store> open_store(const InitOptions& options, const EnvRendezvou
   }
 #ifdef LOCKSTEP_HAVE_MPI
   // Under mpirun without MASTER_ADDR (rendezvous_env.cc leaves it empty), MPI finds the store.
-  if (rv.master_addr.empty()) return mpi::open_bootstrap_store(rv, timeout);
+  if (rv.master_addr.empty())
+    return mpi::open_bootstrap_store({.rank = rv.rank,
+                                      .world_size = rv.world_size,
+                                      .local_world_size = rv.local_world_size,
+                                      .master_port = rv.master_port,
+                                      .source = rv.source},
+                                     timeout);
 #endif
   return scope_to_attempt(open_tcp_store(rv, env, timeout), env);
 }

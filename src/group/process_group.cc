@@ -1,19 +1,18 @@
 // ProcessGroup front end: validates each call on the caller's thread, normalises it into an Op
-// (src/group/op.h) and queues it on the progress thread. The backend does the communication.
+// (src/comm/op.h) and queues it on the progress thread. The backend does the communication.
 #include "lockstep/group/process_group.h"
 
 #include <algorithm>
 #include <numeric>
 
+#include "comm/op.h"
+#include "comm/validate.h"
+#include "core/log.h"
 #include "debug/fingerprint_check.h"
 #include "debug/monitored_barrier.h"
-#include "debug/watchdog.h"
-#include "group/backend.h"
-#include "group/op.h"
-#include "group/progress_queue.h"
-#include "group/validate.h"
+#include "group/backend_registry.h"
+#include "group/process_group_impl.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 #include "lockstep/core/settings.h"
 
 namespace lockstep {
@@ -36,44 +35,47 @@ std::string ranks_text(const std::vector<int>& ranks) {
 
 }  // namespace
 
-ProcessGroup::ProcessGroup(GroupConfig config) : config_(std::move(config)) {
-  LOCKSTEP_ENFORCE(config_.size >= 1, InvalidArgument, "group '", config_.name, "': size ",
-                   config_.size, " must be at least 1");
-  validate::rank_in_group("ProcessGroup", "rank", config_.rank, config_.size);
-  LOCKSTEP_ENFORCE(config_.store != nullptr, InvalidArgument, "group '", config_.name,
-                   "' needs a store");
-  if (config_.global_ranks.empty()) {
-    config_.global_ranks.resize(static_cast<size_t>(config_.size));
-    std::iota(config_.global_ranks.begin(), config_.global_ranks.end(), 0);
+ProcessGroup::ProcessGroup(const GroupConfig& config) : impl_(std::make_unique<Impl>()) {
+  Impl& g = *impl_;
+  g.config = config;
+  GroupConfig& c = g.config;
+  LOCKSTEP_ENFORCE(c.size >= 1, InvalidArgument, "group '", c.name, "': size ", c.size,
+                   " must be at least 1");
+  validate::rank_in_group("ProcessGroup", "rank", c.rank, c.size);
+  LOCKSTEP_ENFORCE(c.store != nullptr, InvalidArgument, "group '", c.name, "' needs a store");
+  if (c.global_ranks.empty()) {
+    c.global_ranks.resize(static_cast<size_t>(c.size));
+    std::iota(c.global_ranks.begin(), c.global_ranks.end(), 0);
   }
-  send_seq_.assign(static_cast<size_t>(config_.size), 0);
-  recv_seq_.assign(static_cast<size_t>(config_.size), 0);
-  backend_ = create_backend(config_);
+  c.hostname = host_name_of(c);  // resolved once, for every part of the group
+  g.send_seq.assign(static_cast<size_t>(c.size), 0);
+  g.recv_seq.assign(static_cast<size_t>(c.size), 0);
+  g.backend = create_backend(c);
   const bool detail = settings().debug == DebugLevel::detail;
-  if (detail) backend_ = debug::with_fingerprints(std::move(backend_), config_);
-  log_info("group '", config_.name, "' created: rank ", config_.rank, " of ", config_.size,
-           ", global ranks [", ranks_text(config_.global_ranks), "], backend ", backend_->name(),
+  if (detail) g.backend = debug::with_fingerprints(std::move(g.backend), c);
+  log_info("group '", c.name, "' created: rank ", c.rank, " of ", c.size, ", global ranks [",
+           ranks_text(c.global_ranks), "], backend ", g.backend->name(),
            detail ? ", collective fingerprints checked (LOCKSTEP_DEBUG=DETAIL)" : "");
-  queue_ = std::make_unique<ProgressQueue>(*backend_, start_watchdog());
+  g.queue = std::make_unique<ProgressQueue>(*g.backend, g.start_watchdog());
 }
 
-QueueHooks ProcessGroup::start_watchdog() {
+QueueHooks ProcessGroup::Impl::start_watchdog() {
   if (settings().flight_recorder_size == 0) return {};
-  watchdog_ = std::make_unique<debug::Watchdog>(debug::WatchdogOptions{
-      .group = config_.name,
-      .rank = config_.rank,
-      .size = config_.size,
-      .global_rank = config_.global_ranks[static_cast<size_t>(config_.rank)],
-      .global_ranks = config_.global_ranks,
-      .host = config_.hostname,
-      .backend = backend_->name(),
-      .store = config_.store,
-      .report_store = config_.report_store,
-      .timeout = config_.timeout,
+  watchdog = std::make_unique<debug::Watchdog>(debug::WatchdogOptions{
+      .group = config.name,
+      .rank = config.rank,
+      .size = config.size,
+      .global_rank = config.global_ranks[static_cast<size_t>(config.rank)],
+      .global_ranks = config.global_ranks,
+      .host = config.hostname,
+      .backend = backend->name(),
+      .store = config.store,
+      .report_store = config.report_store,
+      .timeout = config.timeout,
       .stall_warning = settings().stall_warning,
       .recorder_size = static_cast<size_t>(settings().flight_recorder_size),
       .trace_dir = settings().trace_dir});
-  debug::Watchdog* w = watchdog_.get();
+  debug::Watchdog* w = watchdog.get();
   return {.recorder = &w->recorder(),
           .explain_failure = [w](const Op& op, const std::string& what, bool timed_out) {
             return w->explain_failure(op, what, timed_out);
@@ -81,44 +83,52 @@ QueueHooks ProcessGroup::start_watchdog() {
 }
 
 ProcessGroup::~ProcessGroup() {
-  queue_->drain();
-  bool broken = queue_->broken();
-  queue_.reset();
+  Impl& g = *impl_;
+  g.queue->drain();
+  bool broken = g.queue->broken();
+  g.queue.reset();
   // A broken group has already told its peers (Backend::abort); an intact one says goodbye and
   // lingers a little so that slower peers finish their last ops first.
   if (!broken) {
     try {
-      backend_->shutdown(Deadline::after(std::min(config_.timeout, milliseconds(60'000))));
+      g.backend->shutdown(Deadline::after(std::min(g.config.timeout, milliseconds(60'000))));
     } catch (...) {
       // Destructors do not throw; the peers see the connection close.
     }
   }
 }
 
-const std::string& ProcessGroup::backend_name() const { return backend_->name(); }
+int ProcessGroup::rank() const { return impl_->config.rank; }
+int ProcessGroup::size() const { return impl_->config.size; }
+const std::string& ProcessGroup::name() const { return impl_->config.name; }
+const std::string& ProcessGroup::backend_name() const { return impl_->backend->name(); }
+const std::vector<int>& ProcessGroup::global_ranks() const { return impl_->config.global_ranks; }
+const GroupConfig& ProcessGroup::config() const { return impl_->config; }
 
-WorkPtr ProcessGroup::enqueue(Op op, std::chrono::milliseconds timeout) {
+WorkPtr ProcessGroup::Impl::enqueue(Op op, std::chrono::milliseconds timeout) {
   if (op.kind != OpKind::barrier) {  // a barrier has no buffers
-    std::string problem = backend_->device_problem(op.device);
-    LOCKSTEP_ENFORCE(problem.empty(), InvalidArgument, op_kind_name(op.kind), ": rank ", rank(),
-                     " passed a ", device_name(op.device), " buffer, but ", problem);
+    std::string problem = backend->device_problem(op.device);
+    LOCKSTEP_ENFORCE(problem.empty(), InvalidArgument, op_kind_name(op.kind), ": rank ",
+                     config.rank, " passed a ", device_name(op.device), " buffer, but ", problem);
   }
-  std::lock_guard<std::mutex> lock(issue_mu_);
-  if (op.kind == OpKind::send) {
-    op.seq = send_seq_[static_cast<size_t>(op.peer)]++;
-  } else if (op.kind == OpKind::recv) {
-    op.seq = recv_seq_[static_cast<size_t>(op.peer)]++;
-  } else {
-    op.seq = seq_++;
-  }
-  op.deadline = Deadline::after(timeout.count() < 0 ? config_.timeout : timeout);
-  return queue_->push(std::move(op));
+  std::lock_guard<std::mutex> lock(issue_mu);
+  uint64_t& next = op.kind == OpKind::send   ? send_seq[static_cast<size_t>(op.peer)]
+                   : op.kind == OpKind::recv ? recv_seq[static_cast<size_t>(op.peer)]
+                                             : seq;
+  // Checked under the number it would get, which it only takes when the checks pass: a call
+  // rejected here leaves the group's numbering, and so the group, as it was.
+  op.seq = next;
+  validate::algorithm(op);
+  backend->check(op);
+  ++next;
+  op.deadline = Deadline::after(timeout.count() < 0 ? config.timeout : timeout);
+  return queue->push(std::move(op));
 }
 
 WorkPtr ProcessGroup::broadcast(BufferView buffer, const BroadcastOptions& o) {
   validate::rank_in_group("broadcast", "root", o.root, size());
   validate::has_data("broadcast", "buffer", buffer);
-  return enqueue({.kind = OpKind::broadcast, .dtype = buffer.dtype, .root = o.root, .tag = o.tag,
+  return impl_->enqueue({.kind = OpKind::broadcast, .dtype = buffer.dtype, .root = o.root, .tag = o.tag,
                   .algorithm = o.algorithm, .input = buffer.data, .output = buffer.data,
                   .count = buffer.count, .device = buffer.device},
                  o.timeout);
@@ -137,7 +147,7 @@ WorkPtr ProcessGroup::all_reduce(ConstBufferView input, BufferView output,
   validate::count_is(kOp, "output", output, input.count, "the same as input");
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
-  return enqueue({.kind = OpKind::all_reduce, .dtype = input.dtype, .reduce_op = o.op,
+  return impl_->enqueue({.kind = OpKind::all_reduce, .dtype = input.dtype, .reduce_op = o.op,
                   .tag = o.tag, .algorithm = o.algorithm, .input = input.data,
                   .output = output.data, .count = input.count, .device = input.device},
                  o.timeout);
@@ -155,7 +165,7 @@ WorkPtr ProcessGroup::reduce(ConstBufferView input, BufferView output, const Red
     validate::count_is(kOp, "output", output, input.count, "the same as input, on the root");
     validate::has_data(kOp, "output", output);
   }
-  return enqueue({.kind = OpKind::reduce, .dtype = input.dtype, .reduce_op = o.op,
+  return impl_->enqueue({.kind = OpKind::reduce, .dtype = input.dtype, .reduce_op = o.op,
                   .root = o.root, .tag = o.tag, .input = input.data,
                   .output = root ? output.data : nullptr, .count = input.count,
                   .device = input.device},
@@ -170,7 +180,7 @@ WorkPtr ProcessGroup::all_gather(ConstBufferView input, BufferView output,
   validate::count_is(kOp, "output", output, input.count * size(), times(size(), input.count));
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
-  return enqueue({.kind = OpKind::all_gather, .dtype = input.dtype, .tag = o.tag,
+  return impl_->enqueue({.kind = OpKind::all_gather, .dtype = input.dtype, .tag = o.tag,
                   .input = input.data, .output = output.data,
                   .counts = uniform(size(), input.count), .device = input.device},
                  o.timeout);
@@ -186,7 +196,7 @@ WorkPtr ProcessGroup::all_gather_v(ConstBufferView input, BufferView output,
   validate::count_is(kOp, "output", output, total, "the sum of counts");
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
-  return enqueue({.kind = OpKind::all_gather, .variable = true, .dtype = input.dtype,
+  return impl_->enqueue({.kind = OpKind::all_gather, .variable = true, .dtype = input.dtype,
                   .tag = o.tag, .input = input.data, .output = output.data,
                   .counts = {counts.begin(), counts.end()}, .device = input.device},
                  o.timeout);
@@ -203,7 +213,7 @@ WorkPtr ProcessGroup::gather(ConstBufferView input, BufferView output, const Gat
     validate::count_is(kOp, "output", output, input.count * size(), times(size(), input.count));
     validate::has_data(kOp, "output", output);
   }
-  return enqueue({.kind = OpKind::gather, .dtype = input.dtype, .root = o.root, .tag = o.tag,
+  return impl_->enqueue({.kind = OpKind::gather, .dtype = input.dtype, .root = o.root, .tag = o.tag,
                   .input = input.data, .output = root ? output.data : nullptr,
                   .counts = uniform(size(), input.count), .device = input.device},
                  o.timeout);
@@ -223,7 +233,7 @@ WorkPtr ProcessGroup::gather_v(ConstBufferView input, BufferView output,
     validate::count_is(kOp, "output", output, total, "the sum of counts, on the root");
     validate::has_data(kOp, "output", output);
   }
-  return enqueue({.kind = OpKind::gather, .variable = true, .dtype = input.dtype,
+  return impl_->enqueue({.kind = OpKind::gather, .variable = true, .dtype = input.dtype,
                   .root = o.root, .tag = o.tag, .input = input.data,
                   .output = root ? output.data : nullptr, .counts = {counts.begin(), counts.end()},
                   .device = input.device},
@@ -241,7 +251,7 @@ WorkPtr ProcessGroup::scatter(ConstBufferView input, BufferView output, const Sc
     validate::count_is(kOp, "input", input, output.count * size(), times(size(), output.count));
     validate::has_data(kOp, "input", input);
   }
-  return enqueue({.kind = OpKind::scatter, .dtype = output.dtype, .root = o.root, .tag = o.tag,
+  return impl_->enqueue({.kind = OpKind::scatter, .dtype = output.dtype, .root = o.root, .tag = o.tag,
                   .input = root ? input.data : nullptr, .output = output.data,
                   .counts = uniform(size(), output.count), .device = output.device},
                  o.timeout);
@@ -261,7 +271,7 @@ WorkPtr ProcessGroup::scatter_v(ConstBufferView input, BufferView output,
     validate::count_is(kOp, "input", input, total, "the sum of counts, on the root");
     validate::has_data(kOp, "input", input);
   }
-  return enqueue({.kind = OpKind::scatter, .variable = true, .dtype = output.dtype,
+  return impl_->enqueue({.kind = OpKind::scatter, .variable = true, .dtype = output.dtype,
                   .root = o.root, .tag = o.tag, .input = root ? input.data : nullptr,
                   .output = output.data, .counts = {counts.begin(), counts.end()},
                   .device = output.device},
@@ -277,7 +287,7 @@ WorkPtr ProcessGroup::reduce_scatter(ConstBufferView input, BufferView output,
   validate::count_is(kOp, "input", input, output.count * size(), times(size(), output.count));
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
-  return enqueue({.kind = OpKind::reduce_scatter, .dtype = input.dtype, .reduce_op = o.op,
+  return impl_->enqueue({.kind = OpKind::reduce_scatter, .dtype = input.dtype, .reduce_op = o.op,
                   .tag = o.tag, .input = input.data, .output = output.data,
                   .counts = uniform(size(), output.count), .device = input.device},
                  o.timeout);
@@ -295,7 +305,7 @@ WorkPtr ProcessGroup::reduce_scatter_v(ConstBufferView input, BufferView output,
   validate::count_is(kOp, "output", output, counts[static_cast<size_t>(rank())], "counts[rank]");
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
-  return enqueue({.kind = OpKind::reduce_scatter, .variable = true, .dtype = input.dtype,
+  return impl_->enqueue({.kind = OpKind::reduce_scatter, .variable = true, .dtype = input.dtype,
                   .reduce_op = o.op, .tag = o.tag, .input = input.data, .output = output.data,
                   .counts = {counts.begin(), counts.end()}, .device = input.device},
                  o.timeout);
@@ -311,7 +321,7 @@ WorkPtr ProcessGroup::all_to_all(ConstBufferView input, BufferView output,
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
   auto per_rank = uniform(size(), input.count / static_cast<size_t>(size()));
-  return enqueue({.kind = OpKind::all_to_all, .dtype = input.dtype, .tag = o.tag,
+  return impl_->enqueue({.kind = OpKind::all_to_all, .dtype = input.dtype, .tag = o.tag,
                   .input = input.data, .output = output.data, .counts = per_rank,
                   .recv_counts = per_rank, .device = input.device},
                  o.timeout);
@@ -329,7 +339,7 @@ WorkPtr ProcessGroup::all_to_all_v(ConstBufferView input, std::span<const size_t
   validate::count_is(kOp, "output", output, received, "the sum of recv_counts");
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
-  return enqueue({.kind = OpKind::all_to_all, .variable = true, .dtype = input.dtype,
+  return impl_->enqueue({.kind = OpKind::all_to_all, .variable = true, .dtype = input.dtype,
                   .tag = o.tag, .input = input.data, .output = output.data,
                   .counts = {send_counts.begin(), send_counts.end()},
                   .recv_counts = {recv_counts.begin(), recv_counts.end()}, .device = input.device},
@@ -337,7 +347,7 @@ WorkPtr ProcessGroup::all_to_all_v(ConstBufferView input, std::span<const size_t
 }
 
 WorkPtr ProcessGroup::barrier(const BarrierOptions& o) {
-  return enqueue({.kind = OpKind::barrier, .dtype = DType::u8}, o.timeout);
+  return impl_->enqueue({.kind = OpKind::barrier, .dtype = DType::u8}, o.timeout);
 }
 
 WorkPtr ProcessGroup::send(ConstBufferView input, int dst, const P2POptions& o) {
@@ -345,7 +355,7 @@ WorkPtr ProcessGroup::send(ConstBufferView input, int dst, const P2POptions& o) 
   LOCKSTEP_ENFORCE(dst != rank(), InvalidArgument, "send: rank ", rank(),
                    " cannot send to itself; copy the buffer instead");
   validate::has_data("send", "input", input);
-  return enqueue({.kind = OpKind::send, .dtype = input.dtype, .peer = dst, .tag = o.tag,
+  return impl_->enqueue({.kind = OpKind::send, .dtype = input.dtype, .peer = dst, .tag = o.tag,
                   .input = input.data, .count = input.count, .device = input.device},
                  o.timeout);
 }
@@ -355,7 +365,7 @@ WorkPtr ProcessGroup::recv(BufferView output, int src, const P2POptions& o) {
   LOCKSTEP_ENFORCE(src != rank(), InvalidArgument, "recv: rank ", rank(),
                    " cannot receive from itself");
   validate::has_data("recv", "output", output);
-  return enqueue({.kind = OpKind::recv, .dtype = output.dtype, .peer = src, .tag = o.tag,
+  return impl_->enqueue({.kind = OpKind::recv, .dtype = output.dtype, .peer = src, .tag = o.tag,
                   .output = output.data, .count = output.count, .device = output.device},
                  o.timeout);
 }
@@ -363,15 +373,15 @@ WorkPtr ProcessGroup::recv(BufferView output, int src, const P2POptions& o) {
 void ProcessGroup::monitored_barrier(std::chrono::milliseconds timeout) {
   uint64_t index;
   {
-    std::lock_guard<std::mutex> lock(issue_mu_);
-    index = monitored_barriers_++;
+    std::lock_guard<std::mutex> lock(impl_->issue_mu);
+    index = impl_->monitored_barriers++;
   }
-  debug::monitored_barrier(*config_.store,
-                           {.group = config_.name,
+  debug::monitored_barrier(*impl_->config.store,
+                           {.group = impl_->config.name,
                             .rank = rank(),
                             .size = size(),
                             .index = index,
-                            .timeout = timeout.count() < 0 ? config_.timeout : timeout});
+                            .timeout = timeout.count() < 0 ? impl_->config.timeout : timeout});
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks,
@@ -385,20 +395,20 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks,
   }
   uint64_t index;
   {
-    std::lock_guard<std::mutex> lock(issue_mu_);
-    index = ++subgroups_;
+    std::lock_guard<std::mutex> lock(impl_->issue_mu);
+    index = ++impl_->subgroups;
   }
   auto me = std::find(ranks.begin(), ranks.end(), rank());
   if (me == ranks.end()) return nullptr;
-  GroupConfig sub = config_;
-  sub.name = config_.name + "/" + std::to_string(index);
+  GroupConfig sub = impl_->config;
+  sub.name = impl_->config.name + "/" + std::to_string(index);
   sub.rank = static_cast<int>(me - ranks.begin());
   sub.size = static_cast<int>(ranks.size());
   sub.global_ranks.clear();
-  for (int r : ranks) sub.global_ranks.push_back(config_.global_ranks[static_cast<size_t>(r)]);
+  for (int r : ranks) sub.global_ranks.push_back(impl_->config.global_ranks[static_cast<size_t>(r)]);
   if (!options.backend.empty()) sub.backend = options.backend;
   if (options.timeout.count() >= 0) sub.timeout = options.timeout;
-  return std::make_shared<ProcessGroup>(std::move(sub));
+  return std::make_shared<ProcessGroup>(sub);
 }
 
 }  // namespace lockstep

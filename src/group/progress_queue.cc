@@ -1,55 +1,21 @@
 #include "group/progress_queue.h"
 
+#include "comm/failure.h"
+#include "comm/work_access.h"
+#include "core/log.h"
 #include "debug/flight_recorder.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 
 namespace lockstep {
 
 namespace {
 
-// Throws an exception of the same lockstep type as `original`, with `message`.
-[[noreturn]] void rethrow_as(const std::exception_ptr& original, const std::string& message) {
-  try {
-    std::rethrow_exception(original);
-  } catch (const MismatchError&) {
-    throw MismatchError(message);
-  } catch (const TimeoutError&) {
-    throw TimeoutError(message);
-  } catch (const NetworkError&) {
-    throw NetworkError(message);
-  } catch (const StoreError&) {
-    throw StoreError(message);
-  } catch (...) {
-    throw Error(message);
-  }
-}
-
-std::string what_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
-bool is_timeout(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const TimeoutError&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
 // The first failure, with the message hooks.explain_failure gives it (same error type).
 std::exception_ptr explained(const QueueHooks& hooks, const Op& op, std::exception_ptr error) {
   if (!hooks.explain_failure) return error;
   std::string what = what_of(error);
-  std::string better = hooks.explain_failure(op, what, is_timeout(error));
+  std::string better =
+      hooks.explain_failure(op, what, error_class_of(error) == ErrorClass::timeout);
   if (better == what) return error;
   try {
     rethrow_as(error, better);
@@ -76,7 +42,7 @@ ProgressQueue::~ProgressQueue() {
 
 WorkPtr ProgressQueue::push(Op op) {
   if (hooks_.recorder) op.record_id = hooks_.recorder->on_queued(op);
-  auto work = std::make_shared<Work>(op.describe());
+  WorkPtr work = detail::WorkAccess::make(op.describe());
   std::unique_lock<std::mutex> lock(mu_);
   // [Inline ops] With nothing queued or running, a small op on a low-latency backend runs on the
   // caller's thread: issue order is kept (the caller holds the group's issue lock), and the
@@ -136,7 +102,7 @@ void ProgressQueue::run_one(const Op& op, Work& work) {
       rethrow_as(cause, detail::concat(op.name(), ": not run, because the group broke at ",
                                        cause_op, ": ", what_of(cause)));
     } catch (...) {
-      work.complete(std::current_exception());
+      detail::WorkAccess::complete(work, std::current_exception());
     }
     return;
   }
@@ -144,7 +110,7 @@ void ProgressQueue::run_one(const Op& op, Work& work) {
   try {
     backend_.run(op);
     if (hooks_.recorder) hooks_.recorder->on_ended(op, true);
-    work.complete();
+    detail::WorkAccess::complete(work);
   } catch (...) {
     auto error = std::current_exception();
     if (hooks_.recorder) hooks_.recorder->on_ended(op, false);
@@ -156,7 +122,7 @@ void ProgressQueue::run_one(const Op& op, Work& work) {
     }
     log_line(LogLevel::error, what_of(error));
     backend_.abort(what_of(error));
-    work.complete(error);
+    detail::WorkAccess::complete(work, error);
   }
 }
 

@@ -1,9 +1,10 @@
 // ProgressQueue: the group's progress thread. Runs queued ops on the backend, one at a time, in
 // issue order, and completes their Work handles.
 //
-// [Broken groups] The first op that fails (other than by an InvalidArgument, which never reaches
-// the queue) aborts the backend and breaks the queue: every queued and later op fails at once
-// with an error of the same type that names its own op and repeats the original cause.
+// [Broken groups] The first op that fails aborts the backend and breaks the queue: every queued
+// and later op fails at once with an error of the same class (comm/failure.h) that names its own
+// op and repeats the original cause. Argument errors never get here: the front end and
+// Backend::check raise them on the caller's thread, before an op is queued.
 #pragma once
 
 #include <condition_variable>
@@ -14,9 +15,9 @@
 #include <string>
 #include <thread>
 
-#include "group/backend.h"
-#include "group/op.h"
-#include "lockstep/group/work.h"
+#include "comm/backend.h"
+#include "comm/op.h"
+#include "lockstep/comm/work.h"
 
 namespace lockstep {
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "group/rendezvous_env.h"
 #include "lockstep/core/error.h"
 #include "lockstep/group/init.h"
 

@@ -11,10 +11,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
+#include "core/log.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 
 namespace lockstep::net {
 
@@ -29,6 +30,12 @@ std::string hostname() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
   return buf;
+}
+
+std::string host_identity() {
+  std::string boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  return hostname() + "/" + boot_id;
 }
 
 namespace {

@@ -67,6 +67,9 @@ void read_full(int fd, void* data, size_t n, Deadline deadline, const std::strin
 
 // This host's name (gethostname).
 std::string hostname();
+// This machine's identity: the host name plus the kernel's boot id, so that two containers that
+// share a host name but not memory are not mistaken for one host.
+std::string host_identity();
 // Text of errno value e.
 std::string errno_text(int e);
 

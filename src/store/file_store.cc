@@ -13,9 +13,9 @@
 #include <cerrno>
 #include <thread>
 
+#include "core/log.h"
 #include "lockstep/core/deadline.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 #include "net/socket.h"
 #include "store/file_store_log.h"
 #include "store/store_semantics.h"

@@ -22,6 +22,10 @@
 namespace lockstep::store_proto {
 
 inline constexpr uint32_t kMagic = 0x54534b4c;  // "LKST" on the wire
+// The longest key and value a TcpStore carries (a longer one is InvalidArgument on the client,
+// and drops the connection on the server).
+inline constexpr size_t kMaxKeyBytes = 64 * 1024;
+inline constexpr size_t kMaxValueBytes = 256 * 1024 * 1024;
 inline constexpr uint32_t kProtocolVersion = 1;
 inline constexpr size_t kHandshakeBytes = 8;
 inline constexpr size_t kHeaderBytes = 1 + 8 + 4;

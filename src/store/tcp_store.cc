@@ -13,6 +13,8 @@
 namespace lockstep {
 
 using store_proto::Command;
+using store_proto::kMaxKeyBytes;
+using store_proto::kMaxValueBytes;
 using store_proto::Message;
 using store_proto::Status;
 namespace sd = store_detail;

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/log.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 #include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
 #include "store/server_connection.h"

@@ -12,10 +12,10 @@
 #include <map>
 #include <unordered_set>
 
+#include "core/log.h"
 #include "ddp/model_check.h"
 #include "ddp/reducer.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 #include "tensor_views.h"
 
 namespace lockstep::torch {

@@ -31,14 +31,14 @@ void with_mesh(int size, const std::function<void(MeshRank&)>& fn) {
   const std::string group = "mesh" + std::to_string(meshes++);
   auto store = std::make_shared<HashStore>();
   spawn(size, [&](int rank) {
-    auto conns = connect_mesh({.group = group,
+    auto conns = tcp::connect_mesh({.group = group,
                                .rank = rank,
                                .size = size,
                                .store = store,
                                .advertise_address = "127.0.0.1",
                                .hostname = "test-host",
                                .deadline = Deadline::after(std::chrono::seconds(30))});
-    TcpTransport transport(
+    tcp::TcpTransport transport(
         std::move(conns),
         {.group = group, .rank = rank, .size = size, .hostname = "test-host", .store = store});
     MeshRank me{.rank = rank, .size = size, .transport = &transport};

@@ -19,7 +19,7 @@ namespace lockstep::testing {
 struct MeshRank {
   int rank = 0;
   int size = 1;
-  TcpTransport* transport = nullptr;
+  tcp::TcpTransport* transport = nullptr;
   Scratch scratch;
   uint64_t seq = 0;
 

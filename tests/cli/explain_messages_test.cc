@@ -14,6 +14,7 @@
 
 #include "cli/cli_test_util.h"
 #include "ddp/model_check.h"
+#include "group/rendezvous_env.h"
 #include "lockstep/core/buffer.h"
 #include "lockstep/core/deadline.h"
 #include "lockstep/core/error.h"

@@ -10,10 +10,10 @@
 #include <string>
 
 #include "core/float16_reference.h"
+#include "lockstep/comm/options.h"
 #include "lockstep/core/dtype.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/reduce_op.h"
-#include "lockstep/group/options.h"
 
 namespace lockstep {
 namespace {

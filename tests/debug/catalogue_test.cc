@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "catalogue_harness.h"
+#include "comm/group_config.h"
 #include "ddp/harness.h"
 #include "lockstep/group/init.h"
 #include "net/socket.h"

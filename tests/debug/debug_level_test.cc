@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "catalogue_harness.h"
+#include "core/settings_parse.h"
 #include "ddp/harness.h"
 #include "lockstep/core/settings.h"
 #include "lockstep/group/init.h"

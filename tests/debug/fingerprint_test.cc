@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "debug/fingerprint_check.h"
-#include "group/backend.h"
+#include "group/backend_registry.h"
 #include "lockstep/core/error.h"
 #include "lockstep/store/hash_store.h"
 #include "support/spawn.h"

@@ -4,9 +4,9 @@
 
 #include <numeric>
 
+#include "group/backend_registry.h"
 #include "group/closed_forms.h"
 #include "lockstep/core/error.h"
-#include "group/backend.h"
 #include "support/spawn.h"
 
 namespace lockstep::testing {

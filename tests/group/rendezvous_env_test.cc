@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "group/rendezvous_env.h"
 #include "lockstep/core/error.h"
 #include "lockstep/group/init.h"
 

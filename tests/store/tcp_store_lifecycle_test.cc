@@ -5,6 +5,7 @@
 
 #include "lockstep/core/error.h"
 #include "lockstep/store/tcp_store.h"
+#include "store/protocol.h"
 #include "store_test_util.h"
 #include "support/subprocess.h"
 
@@ -117,9 +118,9 @@ TEST(TcpStoreLifecycle, AServerThatIsNotALockstepStoreIsReported) {
 
 TEST(TcpStoreLifecycle, OverLimitKeyIsRejectedBeforeSending) {
   TcpStore store({.port = 0, .is_server = true});
-  std::string long_key(kMaxKeyBytes + 1, 'k');
+  std::string long_key(store_proto::kMaxKeyBytes + 1, 'k');
   auto msg = message_of<InvalidArgument>([&] { store.set(long_key, "v"); });
-  EXPECT_CONTAINS(msg, std::to_string(kMaxKeyBytes));
+  EXPECT_CONTAINS(msg, std::to_string(store_proto::kMaxKeyBytes));
   EXPECT_THROW(store.get(long_key, milliseconds(10)), InvalidArgument);
   store.set("still", "usable");
   EXPECT_EQ(store.get("still", milliseconds(1000)), "usable");

@@ -7,6 +7,7 @@
 
 #include "lockstep/core/error.h"
 #include "lockstep/store/tcp_store.h"
+#include "store/protocol.h"
 #include "store_test_util.h"
 
 namespace lockstep::store_test {
@@ -135,10 +136,10 @@ TEST_F(TcpStoreRobustness, HugeKeyLengthDropsTheConnection) {
 
 TEST_F(TcpStoreRobustness, ValueLengthOverTheLimitDropsTheConnection) {
   auto fd = handshaken_raw();
-  raw_send(fd.get(), header(kSet, 0, 2) + str("k") + le(kMaxValueBytes + 1, 8));
+  raw_send(fd.get(), header(kSet, 0, 2) + str("k") + le(store_proto::kMaxValueBytes + 1, 8));
   expect_dropped(fd.get());
   auto fd2 = handshaken_raw();
-  raw_send(fd2.get(), header(kSet, 0, 2) + le(kMaxKeyBytes + 1, 8));
+  raw_send(fd2.get(), header(kSet, 0, 2) + le(store_proto::kMaxKeyBytes + 1, 8));
   expect_dropped(fd2.get());
   expect_serving();
 }

@@ -34,7 +34,4 @@ struct Settings {
 // ConfigError naming the variable.
 const Settings& settings();
 
-// Parses settings from a getenv-like function; for tests.
-Settings parse_settings(const char* (*getenv_fn)(const char*));
-
 }  // namespace lockstep

@@ -2,8 +2,6 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,7 +12,8 @@
 namespace lockstep {
 
 struct InitOptions {
-  // "auto" (the best backend for where the ranks are; today tcp) or "tcp".
+  // "auto" (the best backend for where the ranks are: shm on one host, hier or tcp across hosts,
+  // nccl for CUDA buffers) or a backend's name: "tcp", "shm", "hier", "mpi", "nccl".
   std::string backend = "auto";
   // "env://"  MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE (or Slurm / Open MPI variables);
   // "tcp://host:port"  with rank and world_size set here or in RANK / WORLD_SIZE;
@@ -42,25 +41,5 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options = {}
 // Throws ConfigError for malformed variables, and what TcpStore throws when the store cannot be
 // reached within timeout.
 std::shared_ptr<Store> open_launcher_store(std::chrono::milliseconds timeout);
-
-// Where this process sits in the job, as read from the environment.
-struct EnvRendezvous {
-  int rank = -1;
-  int world_size = -1;
-  int local_rank = -1;        // -1: unknown
-  int local_world_size = -1;  // -1: unknown
-  std::string master_addr;    // empty when not needed (file://, explicit store)
-  int master_port = -1;
-  bool launcher_store = false;  // the store is the launcher's (LOCKSTEP_STORE_ADDR/_PORT)
-  std::string source;         // "RANK/WORLD_SIZE", "Slurm", "Open MPI" or "options"
-};
-
-using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
-
-// Reads rank, world size and master address for init_method from `lookup` (the environment by
-// default), preferring options' explicit values, then RANK/WORLD_SIZE, then Slurm, then Open MPI.
-// Throws one ConfigError that names every missing or malformed variable.
-EnvRendezvous read_rendezvous(const InitOptions& options, const EnvLookup& lookup);
-EnvLookup process_env();
 
 }  // namespace lockstep

@@ -19,42 +19,20 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "lockstep/comm/options.h"
+#include "lockstep/comm/shared_buffer.h"
+#include "lockstep/comm/work.h"
 #include "lockstep/core/buffer.h"
-#include "lockstep/group/options.h"
-#include "lockstep/group/shared_buffer.h"
-#include "lockstep/group/work.h"
-#include "lockstep/store/store.h"
 
 namespace lockstep {
 
-class Backend;
-class ProgressQueue;
-struct Op;
-struct QueueHooks;
-namespace debug {
-class Watchdog;
-}
-
-// What a group is made of. Filled in by init_process_group and new_group.
-struct GroupConfig {
-  std::string name;                   // unique in the job: "default", "default/1", ...
-  int rank = 0;                       // this process's rank in the group
-  int size = 1;                       // number of members
-  std::vector<int> global_ranks;      // member i's rank in the default group
-  std::shared_ptr<Store> store;       // the job's store (groups scope their keys by name)
-  // Where reports for the launcher go (blame keys naming the ranks a timeout waited for); null:
-  // `store`. The torch backend sets it to the launcher's store, since its `store` is torch's.
-  std::shared_ptr<Store> report_store;
-  std::string backend = "auto";       // "auto" or "tcp"
-  std::chrono::milliseconds timeout{300'000};
-  std::string advertise_address;      // address peers use to connect to this process
-  std::string hostname;               // this host's name, for error messages
-};
+// What a group is made of (name, members, store, backend, timeout): internal, in
+// src/comm/group_config.h. init_process_group() and new_group() fill it in.
+struct GroupConfig;
 
 struct NewGroupOptions {
   std::string backend;  // empty: the parent's backend
@@ -63,20 +41,24 @@ struct NewGroupOptions {
 
 class ProcessGroup {
  public:
-  // Connects to every member through config.store. Collective over the members. Prefer
+  // Connects to every member through the config's store. Collective over the members. Made by
   // init_process_group() and new_group().
-  explicit ProcessGroup(GroupConfig config);
+  explicit ProcessGroup(const GroupConfig& config);
   // Waits for queued ops to finish (each within its own deadline), then says goodbye to the peers.
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
-  int rank() const { return config_.rank; }
-  int size() const { return config_.size; }
-  const std::string& name() const { return config_.name; }
-  // The backend in use ("tcp", ...), never "auto".
+  int rank() const;
+  int size() const;
+  // Unique in the job: "default", "default/1", ...
+  const std::string& name() const;
+  // The backend in use ("tcp", "shm", ...), never "auto".
   const std::string& backend_name() const;
-  const GroupConfig& config() const { return config_; }
+  // Each member's rank in the default group (member i's at index i).
+  const std::vector<int>& global_ranks() const;
+  // The internal wiring (src/comm/group_config.h).
+  const GroupConfig& config() const;
 
   // Sends root's buffer to every rank's buffer.
   WorkPtr broadcast(BufferView buffer, const BroadcastOptions& options = {});
@@ -143,21 +125,8 @@ class ProcessGroup {
                                           const NewGroupOptions& options = {});
 
  private:
-  // Starts the watchdog (unless LOCKSTEP_FLIGHT_RECORDER_SIZE=0); returns the queue's hooks.
-  QueueHooks start_watchdog();
-  // Numbers op (collective or per-pair p2p sequence), sets its deadline and queues it.
-  WorkPtr enqueue(Op op, std::chrono::milliseconds timeout);
-
-  GroupConfig config_;
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<debug::Watchdog> watchdog_;  // flight recorder, status keys, stall warnings
-  std::unique_ptr<ProgressQueue> queue_;
-  std::mutex issue_mu_;  // numbering and queueing are one step, so queue order = number order
-  uint64_t seq_ = 0;
-  uint64_t subgroups_ = 0;
-  uint64_t monitored_barriers_ = 0;
-  uint64_t allocations_ = 0;  // allocate calls so far (numbers them, the same on every rank)
-  std::vector<uint64_t> send_seq_, recv_seq_;
+  struct Impl;  // src/group/process_group_impl.h
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace lockstep

@@ -15,9 +15,6 @@
 
 namespace lockstep {
 
-inline constexpr size_t kMaxKeyBytes = 64 * 1024;
-inline constexpr size_t kMaxValueBytes = 256 * 1024 * 1024;
-
 struct TcpStoreServerOptions {
   std::string bind_host = "0.0.0.0";  // "0.0.0.0" (all interfaces), "127.0.0.1", or "::"
   uint16_t port = 0;                   // 0: the kernel picks a free port (see port())

@@ -22,7 +22,7 @@
 #include <map>
 #include <string>
 
-#include "lockstep/group/options.h"
+#include "lockstep/comm/options.h"
 #include "lockstep/group/process_group.h"
 
 namespace lockstep::torch {

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/comm/work.h"
 #include "lockstep/group/process_group.h"
-#include "lockstep/group/work.h"
 
 namespace lockstep::torch {
 

@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/comm/options.h"
 #include "lockstep/core/error.h"
-#include "lockstep/group/options.h"
 #include "lockstep/group/process_group.h"
 
 namespace lockstep::torch {

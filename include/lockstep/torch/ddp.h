@@ -74,7 +74,7 @@
 #include <utility>
 #include <vector>
 
-#include "lockstep/group/options.h"
+#include "lockstep/comm/options.h"
 #include "lockstep/group/process_group.h"
 #include "lockstep/torch/comm_hooks.h"
 

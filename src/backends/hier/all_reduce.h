@@ -22,7 +22,7 @@
 
 #include "algorithms/algorithms.h"
 #include "backends/hier/leader_stage.h"
-#include "group/backend.h"
+#include "comm/backend.h"
 
 namespace lockstep::hier {
 

@@ -11,7 +11,6 @@
 #include "backends/hier/leader_stage.h"
 #include "backends/hier/rank_names.h"
 #include "backends/shm/backend.h"
-#include "backends/tcp/peer_errors.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep {
@@ -19,9 +18,6 @@ namespace lockstep {
 namespace {
 
 using namespace hier;
-
-// Ops that move at most this much run inline (see prefers_inline), as on the tcp backend.
-constexpr uint64_t kInlineBytes = 64 * 1024;
 
 // The shm group of this rank's host: named after the group and the host's leader.
 GroupConfig host_group_config(const GroupConfig& config, const std::vector<int>& host_ranks) {
@@ -36,10 +32,10 @@ GroupConfig host_group_config(const GroupConfig& config, const std::vector<int>&
   return host;
 }
 
-class HierBackend final : public Backend {
+class HierBackend final : public BackendBase {
  public:
   HierBackend(const GroupConfig& config, const HostMap& hosts)
-      : config_(config), mesh_(config), host_ranks_(hosts.ranks_with(config.rank)) {
+      : BackendBase("hier", config), mesh_(config), host_ranks_(hosts.ranks_with(config.rank)) {
     if (host_ranks_.size() > 1) {
       GroupConfig host = host_group_config(config, host_ranks_);
       host_rank_ = host.rank;
@@ -49,58 +45,45 @@ class HierBackend final : public Backend {
       leaders_ = std::make_unique<TcpLeaderStage>(mesh_, hosts.leaders());
   }
 
-  const std::string& name() const override { return name_; }
-
   bool prefers_inline(const Op& op) const override {
-    if (op.kind == OpKind::recv || op.kind == OpKind::all_to_all) return false;
-    return op.agreed_bytes() <= kInlineBytes;
+    return op.kind != OpKind::all_to_all && small_enough_to_inline(op);
   }
 
   void run(const Op& op) override {
-    failure_.throw_if_happened(op);
-    try {
+    guarded(op, [&] {
       if (op.kind == OpKind::all_reduce)
         all_reduce_hierarchical({.host_group = host_group_.get(),
                                  .host_ranks = host_ranks_,
                                  .host_rank = host_rank_,
                                  .leaders = leaders_.get(),
-                                 .group_size = config_.size,
+                                 .group_size = size(),
                                  .scratch = &scratch_},
                                 op);
       else
         mesh_.run(op);
-    } catch (const Error& e) {
-      abort_with(error_class_of(e), e.what());
-      throw;
-    }
+    });
   }
 
-  void abort(const std::string& reason) override { abort_with(ErrorClass::network, reason); }
-
   void shutdown(Deadline deadline) override {
-    if (failure_.happened() || shut_down_) return;
+    if (failed() || shut_down_) return;
     shut_down_ = true;
     if (host_group_) host_group_->shutdown(deadline);
     mesh_.goodbye(deadline);
   }
 
  private:
-  void abort_with(ErrorClass error_class, const std::string& reason) {
-    if (!failure_.record(error_class, reason)) return;
+  void tell_peers(ErrorClass error_class, const std::string& reason) override {
     mesh_.abort(error_class, reason);
     // [Outside this host] in rank_names.h: the reason already names ranks of the whole group.
     if (host_group_) host_group_->abort(std::string(kOutsideHost) + reason);
   }
 
-  const std::string name_ = "hier";
-  GroupConfig config_;
   FlatMesh mesh_;
   std::vector<int> host_ranks_;
   int host_rank_ = 0;
   std::unique_ptr<Backend> host_group_;
   std::unique_ptr<LeaderStage> leaders_;
   Scratch scratch_;
-  FirstFailure failure_;
   bool shut_down_ = false;
 };
 

@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "group/backend.h"
+#include "comm/backend.h"
 
 namespace lockstep {
 

@@ -1,14 +1,12 @@
 #include "backends/hier/flat_mesh.h"
 
 #include "backends/tcp/group_transport.h"
-#include "backends/tcp/peer_errors.h"
-#include "net/socket.h"
 
 namespace lockstep::hier {
 
 FlatMesh::FlatMesh(const GroupConfig& config)
-    : config_(config), host_(config.hostname.empty() ? net::hostname() : config.hostname) {
-  transport_ = connect_group_transport(config, host_);
+    : config_(config), host_(host_name_of(config)) {
+  transport_ = tcp::connect_group_transport(config, host_);
 }
 
 void FlatMesh::run(const Op& op) {

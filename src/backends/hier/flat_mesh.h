@@ -8,8 +8,8 @@
 
 #include "algorithms/algorithms.h"
 #include "backends/tcp/tcp_transport.h"
-#include "group/op.h"
-#include "lockstep/group/process_group.h"
+#include "comm/group_config.h"
+#include "comm/op.h"
 
 namespace lockstep::hier {
 
@@ -37,7 +37,7 @@ class FlatMesh {
  private:
   GroupConfig config_;
   std::string host_;
-  std::unique_ptr<TcpTransport> transport_;
+  std::unique_ptr<tcp::TcpTransport> transport_;
   Scratch scratch_;
 };
 

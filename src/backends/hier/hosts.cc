@@ -5,8 +5,8 @@
 #include <optional>
 #include <string_view>
 
-#include "group/backend.h"
 #include "lockstep/core/error.h"
+#include "net/socket.h"
 
 namespace lockstep::hier {
 
@@ -40,7 +40,7 @@ std::optional<std::string> host_id_override(int global_rank) {
 
 std::string host_identity(int global_rank) {
   if (auto id = host_id_override(global_rank)) return "override:" + *id;
-  return lockstep::host_identity();
+  return net::host_identity();
 }
 
 std::vector<int> HostMap::leaders() const {

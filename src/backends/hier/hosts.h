@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/group/process_group.h"
+#include "comm/group_config.h"
 
 namespace lockstep::hier {
 

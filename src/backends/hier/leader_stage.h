@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "backends/hier/flat_mesh.h"
-#include "group/op.h"
+#include "comm/op.h"
 
 namespace lockstep::hier {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "backends/tcp/peer_errors.h"
+#include "comm/failure.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::hier {

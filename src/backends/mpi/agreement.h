@@ -9,7 +9,7 @@
 
 #include "backends/mpi/mpi.h"
 #include "backends/mpi/wait.h"
-#include "group/op.h"
+#include "comm/op.h"
 
 namespace lockstep::mpi {
 

@@ -9,9 +9,7 @@
 #include "backends/mpi/communicator.h"
 #include "backends/mpi/p2p.h"
 #include "backends/mpi/wait.h"
-#include "backends/tcp/peer_errors.h"
 #include "lockstep/core/error.h"
-#include "net/socket.h"
 
 namespace lockstep {
 
@@ -19,35 +17,26 @@ namespace {
 
 using namespace mpi;
 
-// Ops that move at most this much run on the caller's thread when the queue is idle.
-constexpr uint64_t kInlineBytes = 64 * 1024;
-
-uint64_t payload_bytes(const Op& op) {
-  uint64_t elements = op.count;
-  for (size_t c : op.counts) elements += c;
-  for (size_t c : op.recv_counts) elements += c;
-  return elements * element_size(op.dtype);
-}
-
-class MpiBackend final : public Backend {
+class MpiBackend final : public BackendBase {
  public:
   explicit MpiBackend(const GroupConfig& config)
-      : config_(config),
-        host_(config.hostname.empty() ? net::hostname() : config.hostname),
+      : BackendBase("mpi", config),
         comm_(config),
         p2p_(comm_.get()) {}
 
-  const std::string& name() const override { return name_; }
+  void check(const Op& op) const override {
+    if (op.kind == OpKind::send || op.kind == OpKind::recv) checked_tag(op);
+    check_counts(op);
+  }
 
   void run(const Op& op) override {
-    failure_.throw_if_happened(op);
     const WaitContext context{.what = op.describe(),
                               .deadline = op.deadline,
-                              .group = config_.name,
-                              .rank = config_.rank,
-                              .store = config_.store.get(),
+                              .group = config().name,
+                              .rank = rank(),
+                              .store = config().store.get(),
                               .bytes = payload_bytes(op)};
-    try {
+    guarded(op, [&] {
       if (op.kind == OpKind::send) {
         p2p_.send(op, context);
       } else if (op.kind == OpKind::recv) {
@@ -56,44 +45,32 @@ class MpiBackend final : public Backend {
         p2p_.reap(context);
         run_collective(op, context);
       }
-    } catch (const Error& e) {
-      abort_with(error_class_of(e), e.what());
-      throw;
-    }
+    });
   }
 
-  // Like tcp: small ops skip the hand-off to the progress thread. Never a recv, which may wait
-  // for a peer that first needs this thread elsewhere.
-  bool prefers_inline(const Op& op) const override {
-    return op.kind != OpKind::recv && payload_bytes(op) <= kInlineBytes;
-  }
-
-  void abort(const std::string& reason) override { abort_with(ErrorClass::network, reason); }
+  // Like tcp: small ops skip the hand-off to the progress thread.
+  bool prefers_inline(const Op& op) const override { return small_enough_to_inline(op); }
 
   void shutdown(Deadline deadline) override {
-    if (!failure_.happened()) p2p_.drain(deadline);
+    if (!failed()) p2p_.drain(deadline);
   }
 
  private:
   void run_collective(const Op& op, const WaitContext& context) {
-    check_agreement(op, comm_.get(), config_.size, context);
-    Started started = start_collective(op, comm_.get(), config_.rank, scratch_);
+    check_agreement(op, comm_.get(), size(), context);
+    Started started = start_collective(op, comm_.get(), rank(), scratch_);
     wait_request(started.request, context, started.call);
-    finish_collective(op, config_.rank, config_.size);
+    finish_collective(op, rank(), size());
   }
 
-  void abort_with(ErrorClass error_class, const std::string& reason) {
-    if (!failure_.record(error_class, reason)) return;
-    if (config_.store) write_abort_note(*config_.store, config_.name, config_.rank, host_, reason);
+  // Peers waiting in MPI look for the store note (wait.h).
+  void tell_peers(ErrorClass /*error_class*/, const std::string& reason) override {
+    write_note(reason);
   }
 
-  const std::string name_ = "mpi";
-  GroupConfig config_;
-  std::string host_;
   Communicator comm_;
   PointToPoint p2p_;
   Scratch scratch_;
-  FirstFailure failure_;
 };
 
 }  // namespace

@@ -5,9 +5,10 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 
-#include "group/backend.h"
-#include "lockstep/group/init.h"
+#include "comm/backend.h"
+#include "lockstep/store/store.h"
 
 namespace lockstep {
 
@@ -21,9 +22,16 @@ namespace mpi {
 // [MPI bootstrap] For init_process_group under mpirun without MASTER_ADDR: rank 0 of
 // MPI_COMM_WORLD hosts the job's TcpStore (on MASTER_PORT, or a free port) and MPI_Ibcast tells
 // every other rank its address (127.0.0.1 when the whole job is on one host, else rank 0's host
-// name). Collective over MPI_COMM_WORLD. Throws ConfigError when rv's rank or world size is not
-// MPI's, TimeoutError when the broadcast does not complete within timeout.
-std::shared_ptr<Store> open_bootstrap_store(const EnvRendezvous& rv, std::chrono::milliseconds timeout);
+// name). Collective over MPI_COMM_WORLD. Throws ConfigError when the place's rank or world size
+// is not MPI's, TimeoutError when the broadcast does not complete within timeout.
+struct JobPlace {
+  int rank = -1;
+  int world_size = -1;
+  int local_world_size = -1;  // -1: unknown
+  int master_port = -1;       // -1: any free port
+  std::string source;         // where rank and world size came from ("Open MPI", ...)
+};
+std::shared_ptr<Store> open_bootstrap_store(const JobPlace& rv, std::chrono::milliseconds timeout);
 
 }  // namespace mpi
 

@@ -16,7 +16,7 @@ namespace {
 
 constexpr size_t kAddressBytes = 512;
 
-void check_matches_mpi(const EnvRendezvous& rv) {
+void check_matches_mpi(const JobPlace& rv) {
   const int rank = world_rank(), size = world_size();
   LOCKSTEP_ENFORCE(rv.rank == rank && rv.world_size == size, ConfigError,
                    "init_process_group: rank ", rv.rank, " of ", rv.world_size, " (from ",
@@ -27,7 +27,7 @@ void check_matches_mpi(const EnvRendezvous& rv) {
 
 }  // namespace
 
-std::shared_ptr<Store> open_bootstrap_store(const EnvRendezvous& rv, milliseconds timeout) {
+std::shared_ptr<Store> open_bootstrap_store(const JobPlace& rv, milliseconds timeout) {
   ensure_initialized();
   check_matches_mpi(rv);
   std::shared_ptr<TcpStore> store;

@@ -189,6 +189,11 @@ int mpi_count(size_t count, const Op& op, const char* what) {
   return static_cast<int>(count);
 }
 
+void check_counts(const Op& op) {
+  mpi_count(op.count, op, "the count");
+  for (const auto* counts : {&op.counts, &op.recv_counts}) layout_of(*counts, op);
+}
+
 Started start_collective(const Op& op, MPI_Comm comm, int rank, Scratch& scratch) {
   return Starter(op, comm, rank, scratch).start();
 }

@@ -12,7 +12,7 @@
 
 #include "algorithms/algorithms.h"
 #include "backends/mpi/mpi.h"
-#include "group/op.h"
+#include "comm/op.h"
 
 namespace lockstep::mpi {
 
@@ -31,5 +31,8 @@ void finish_collective(const Op& op, int rank, int size);
 
 // count as an MPI int; throws InvalidArgument naming op and what when it does not fit.
 int mpi_count(size_t count, const Op& op, const char* what);
+// Throws that InvalidArgument for every count and displacement op would pass to MPI, before any
+// call (the backend's check(), on the caller's thread).
+void check_counts(const Op& op);
 
 }  // namespace lockstep::mpi

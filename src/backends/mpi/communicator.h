@@ -3,7 +3,7 @@
 #pragma once
 
 #include "backends/mpi/mpi.h"
-#include "lockstep/group/process_group.h"
+#include "comm/group_config.h"
 
 namespace lockstep::mpi {
 

@@ -24,14 +24,14 @@ int tag_upper_bound() {
   return bound;
 }
 
+}  // namespace
+
 int checked_tag(const Op& op) {
   LOCKSTEP_ENFORCE(op.tag <= static_cast<uint32_t>(tag_upper_bound()), InvalidArgument,
                    "mpi backend: ", op.name(), ": tag ", op.tag, " is above MPI_TAG_UB (",
                    tag_upper_bound(), "); use a smaller tag");
   return static_cast<int>(op.tag);
 }
-
-}  // namespace
 
 PointToPoint::~PointToPoint() {
   // [Leftover requests] MPI may still read these buffers: they are deliberately never freed.

@@ -18,11 +18,14 @@
 
 #include "backends/mpi/mpi.h"
 #include "backends/mpi/wait.h"
-#include "group/op.h"
+#include "comm/op.h"
 
 namespace lockstep::mpi {
 
 inline constexpr uint64_t kMaxPendingBytes = 64ull << 20;
+
+// op.tag as an MPI tag; throws InvalidArgument when it is above MPI_TAG_UB.
+int checked_tag(const Op& op);
 
 class PointToPoint {
  public:

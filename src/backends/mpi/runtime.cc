@@ -5,9 +5,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/log.h"
 #include "lockstep/core/deadline.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 
 namespace lockstep::mpi {
 

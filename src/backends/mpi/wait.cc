@@ -7,7 +7,7 @@
 
 #include "backends/mpi/errors.h"
 #include "backends/mpi/runtime.h"
-#include "backends/tcp/peer_errors.h"
+#include "comm/failure.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::mpi {

@@ -9,34 +9,33 @@
 #include "backends/nccl/collectives.h"
 #include "backends/nccl/communicator.h"
 #include "backends/nccl/cuda_util.h"
-#include "backends/tcp/peer_errors.h"
 #include "lockstep/core/error.h"
-#include "net/socket.h"
 
 namespace lockstep {
 
 namespace {
 
-class NcclBackend final : public Backend {
+class NcclBackend final : public BackendBase {
  public:
   NcclBackend(const GroupConfig& config, int device, Deadline deadline)
-      : config_(config), comm_(config, device, deadline) {}
+      : BackendBase("nccl", config), comm_(config, device, deadline) {}
 
-  const std::string& name() const override { return name_; }
+  // On the caller's thread, so that a wrong buffer or reduce op leaves the group usable.
+  void check(const Op& op) const override {
+    check_pointers(op);
+    nccl::check_reduce_op(op);
+  }
 
   void run(const Op& op) override {
-    if (comm_.aborted())
-      throw NetworkError(detail::concat(op.name(), ": the group is broken: ", abort_reason_));
-    try {
+    guarded(op, [&] {
+      // The communicator aborts itself when it sees a peer's abort note or an NCCL error.
+      LOCKSTEP_ENFORCE(!comm_.aborted(), NetworkError, op.name(),
+                       ": the group's NCCL communicator was aborted");
       // The progress thread is not the thread that set the device at init.
       nccl::check_cuda(cudaSetDevice(comm_.device()), op.name() + ": cudaSetDevice");
-      check_pointers(op);
-      nccl::enqueue_op(comm_, op, config_.rank);
+      nccl::enqueue_op(comm_, op, rank());
       comm_.wait(op.name(), op.deadline);
-    } catch (const Error& e) {
-      abort(e.what());
-      throw;
-    }
+    });
   }
 
   std::string device_problem(Device device) const override {
@@ -44,17 +43,9 @@ class NcclBackend final : public Backend {
     if (!device.is_cuda())
       return "backend 'nccl' moves CUDA device memory only (use backend 'auto' to mix host and "
              "device buffers)";
-    return detail::concat("group '", config_.name, "' uses nccl on cuda:", comm_.device(),
+    return detail::concat("group '", config().name, "' uses nccl on cuda:", comm_.device(),
                           " (the device that was current at init); put the buffers there, or "
                           "call cudaSetDevice(local_rank) before init");
-  }
-
-  void abort(const std::string& reason) override {
-    if (comm_.aborted() && !abort_reason_.empty()) return;
-    abort_reason_ = reason;
-    write_abort_note(*config_.store, config_.name, config_.rank,
-                     config_.hostname.empty() ? net::hostname() : config_.hostname, reason);
-    comm_.abort();
   }
 
   // Runs on the thread that destroys the group: its current device is restored afterwards.
@@ -71,6 +62,13 @@ class NcclBackend final : public Backend {
   }
 
  private:
+  // The note first (peers poll the store while they wait), then the communicator, which makes
+  // the peers' NCCL calls fail.
+  void tell_peers(ErrorClass /*error_class*/, const std::string& reason) override {
+    write_note(reason);
+    comm_.abort();
+  }
+
   // A buffer tagged Device::cuda(n) must really be device memory on cuda:n; NCCL would otherwise
   // fault or read the wrong memory.
   void check_pointers(const Op& op) const {
@@ -79,16 +77,13 @@ class NcclBackend final : public Backend {
          {static_cast<const void*>(op.input), static_cast<const void*>(op.output)}) {
       if (p == nullptr) continue;
       std::string actual = nccl::memory_location(p);
-      LOCKSTEP_ENFORCE(actual == expected, InvalidArgument, op.name(), " on rank ", config_.rank,
+      LOCKSTEP_ENFORCE(actual == expected, InvalidArgument, op.name(), " on rank ", rank(),
                        ": a buffer tagged ", expected, " points to ", actual,
                        " memory; tag each BufferView with the device its memory is on");
     }
   }
 
-  const std::string name_ = "nccl";
-  GroupConfig config_;
   nccl::Communicator comm_;
-  std::string abort_reason_;
 };
 
 // The device the calling thread has current, after checking that there is a GPU at all.
@@ -109,11 +104,19 @@ class DeviceRouter final : public Backend {
 
   const std::string& name() const override { return host_->name(); }
 
+  // Before the first CUDA op the nccl backend does not exist yet: run() checks that one then.
+  void check(const Op& op) const override {
+    if (!op.device.is_cuda()) return host_->check(op);
+    if (auto* nccl = nccl_ready_.load()) nccl->check(op);
+  }
+
   void run(const Op& op) override {
     if (!op.device.is_cuda()) return host_->run(op);
     if (!nccl_) {
       nccl_ = std::make_unique<NcclBackend>(config_, op.device.index, op.deadline);
       nccl_device_.store(op.device.index);
+      nccl_ready_.store(nccl_.get());
+      nccl_->check(op);
     }
     nccl_->run(op);
   }
@@ -155,6 +158,7 @@ class DeviceRouter final : public Backend {
   GroupConfig config_;
   std::unique_ptr<NcclBackend> nccl_;  // progress thread only
   std::atomic<int> nccl_device_{-1};   // read by device_problem on the caller's thread
+  std::atomic<NcclBackend*> nccl_ready_{nullptr};  // nccl_, for check() on the caller's thread
   mutable std::once_flag gpus_once_;
   mutable int gpus_ = 0;
   mutable std::string no_gpu_reason_;

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "group/backend.h"
+#include "comm/backend.h"
 
 namespace lockstep {
 

@@ -5,6 +5,7 @@
 
 #include "backends/nccl/cuda_util.h"
 #include "backends/nccl/nccl_types.h"
+#include "comm/op_kinds.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::nccl {
@@ -54,12 +55,8 @@ class Launch {
   void group_end() { call(ncclGroupEnd(), "ncclGroupEnd"); }
 
   ncclRedOp_t reduce_op() const {
-    auto r = nccl_reduce_op(op_.reduce_op);
-    LOCKSTEP_ENFORCE(r.has_value(), InvalidArgument, name_, ": reduce op ",
-                     reduce_op_name(op_.reduce_op),
-                     " is not available on the nccl backend (NCCL has sum, avg, prod, min and "
-                     "max); reduce host buffers with backend shm or tcp instead");
-    return *r;
+    check_reduce_op(op_);
+    return *nccl_reduce_op(op_.reduce_op);
   }
 
   ncclComm_t comm() const { return comm_.comm(); }
@@ -163,6 +160,14 @@ void all_to_all(Launch& l, const Op& op, int rank) {
 }
 
 }  // namespace
+
+void check_reduce_op(const Op& op) {
+  if (!is_reducing(op.kind)) return;
+  LOCKSTEP_ENFORCE(nccl_reduce_op(op.reduce_op).has_value(), InvalidArgument, op.name(),
+                   ": reduce op ", reduce_op_name(op.reduce_op),
+                   " is not available on the nccl backend (NCCL has sum, avg, prod, min and "
+                   "max); reduce host buffers with backend shm or tcp instead");
+}
 
 void enqueue_op(Communicator& comm, const Op& op, int rank) {
   Launch l(comm, op);

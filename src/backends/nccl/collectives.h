@@ -11,11 +11,13 @@
 #pragma once
 
 #include "backends/nccl/communicator.h"
-#include "group/op.h"
+#include "comm/op.h"
 
 namespace lockstep::nccl {
 
 // Throws InvalidArgument for a reduce op that NCCL lacks (band, bor, bxor), before any call.
 void enqueue_op(Communicator& comm, const Op& op, int rank);
+// That check alone (the backend's check(), on the caller's thread).
+void check_reduce_op(const Op& op);
 
 }  // namespace lockstep::nccl

@@ -6,9 +6,9 @@
 
 #include "backends/nccl/cuda_util.h"
 #include "backends/nccl/nccl_types.h"
-#include "backends/tcp/peer_errors.h"
+#include "comm/backend.h"
+#include "comm/failure.h"
 #include "core/device_check.h"
-#include "group/backend.h"
 #include "lockstep/core/error.h"
 #include "net/socket.h"
 
@@ -45,7 +45,7 @@ std::chrono::milliseconds at_least_1ms(Deadline deadline) {
 Communicator::Communicator(const GroupConfig& config, int device, Deadline deadline)
     : config_(config),
       device_(device),
-      host_(config.hostname.empty() ? net::hostname() : config.hostname) {
+      host_(host_name_of(config)) {
   try {
     check_cuda(cudaSetDevice(device_), detail::concat(where("nccl init"), ": cudaSetDevice"));
     exchange_claims(deadline);
@@ -92,7 +92,7 @@ void Communicator::release() {
 void Communicator::exchange_claims(Deadline deadline) {
   const std::string prefix = config_.name + "/nccl/claim/";
   DeviceClaim mine{.rank = config_.rank,
-                   .host_id = host_identity(),
+                   .host_id = net::host_identity(),
                    .host = host_,
                    .device = device_,
                    .device_id = pci_bus_id(device_)};

@@ -25,8 +25,8 @@
 #include <string_view>
 
 #include "backends/nccl/peer_watch.h"
+#include "comm/group_config.h"
 #include "lockstep/core/deadline.h"
-#include "lockstep/group/process_group.h"
 
 namespace lockstep::nccl {
 

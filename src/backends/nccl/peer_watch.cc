@@ -7,8 +7,8 @@
 #include <charconv>
 #include <filesystem>
 
-#include "group/backend.h"
 #include "lockstep/core/error.h"
+#include "net/socket.h"
 
 namespace lockstep::nccl {
 
@@ -18,7 +18,7 @@ namespace {
 std::string pid_scope() {
   std::error_code ec;
   auto ns = std::filesystem::read_symlink("/proc/self/ns/pid", ec);
-  return host_identity() + "|" + (ec ? std::string("?") : ns.string());
+  return net::host_identity() + "|" + (ec ? std::string("?") : ns.string());
 }
 
 }  // namespace

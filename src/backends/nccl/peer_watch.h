@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/group_config.h"
 #include "lockstep/core/deadline.h"
-#include "lockstep/group/process_group.h"
 
 namespace lockstep::nccl {
 

@@ -28,7 +28,7 @@
 #include "backends/shm/reducer.h"
 #include "backends/shm/shared_alloc.h"
 #include "backends/shm/sync.h"
-#include "group/op.h"
+#include "comm/op.h"
 
 namespace lockstep::shm {
 

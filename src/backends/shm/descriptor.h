@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "backends/shm/layout.h"
-#include "group/op.h"
+#include "comm/op.h"
 
 namespace lockstep::shm {
 

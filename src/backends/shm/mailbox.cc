@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "backends/shm/futex.h"
+#include "core/log.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 
 namespace lockstep::shm {
 

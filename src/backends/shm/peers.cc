@@ -4,8 +4,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 #include "net/socket.h"
 
 namespace lockstep::shm {

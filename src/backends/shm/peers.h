@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backends/shm/layout.h"
-#include "group/op.h"
+#include "comm/op.h"
 
 namespace lockstep::shm {
 

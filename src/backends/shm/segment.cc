@@ -15,8 +15,8 @@
 #include <random>
 
 #include "backends/shm/futex.h"
+#include "core/log.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 #include "net/socket.h"
 
 namespace lockstep::shm {

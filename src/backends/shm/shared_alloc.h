@@ -20,8 +20,8 @@
 #include <mutex>
 #include <string>
 
+#include "lockstep/comm/shared_buffer.h"
 #include "lockstep/core/deadline.h"
-#include "lockstep/group/shared_buffer.h"
 #include "lockstep/store/store.h"
 
 namespace lockstep::shm {

@@ -170,7 +170,7 @@ void Sync::throw_abort(const Op* op) const {
   // The aborting rank fills the record between its 1 and 2: wait the few instructions it takes.
   while (h.aborted.load(std::memory_order_acquire) != 2) _mm_pause();
   const std::string op_name = op ? op->name() : std::string("the group");
-  throw_as(h.abort_class, detail::concat(peers_.describe(h.abort_rank), " aborted ", op_name, ": ",
+  throw_as(peer_class(h.abort_class), detail::concat(peers_.describe(h.abort_rank), " aborted ", op_name, ": ",
                                          h.abort_reason));
 }
 

@@ -21,7 +21,7 @@
 
 #include "backends/shm/layout.h"
 #include "backends/shm/peers.h"
-#include "group/op.h"
+#include "comm/op.h"
 
 namespace lockstep::shm {
 

@@ -4,13 +4,13 @@
 
 #include <memory>
 
-#include "group/backend.h"
+#include "comm/backend.h"
 
-namespace lockstep {
+namespace lockstep::tcp {
 
 // Connects to every member of the group through config.store (collective over the group: every
 // member must call it, within config.timeout). Throws TimeoutError naming the ranks that never
 // showed up, NetworkError when a peer cannot be reached.
 std::unique_ptr<Backend> make_tcp_backend(const GroupConfig& config);
 
-}  // namespace lockstep
+}  // namespace lockstep::tcp

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace lockstep {
+namespace lockstep::tcp {
 
 namespace {
 
@@ -333,4 +333,4 @@ bool Connection::discard_until_goodbye() {
   }
 }
 
-}  // namespace lockstep
+}  // namespace lockstep::tcp

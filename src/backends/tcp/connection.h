@@ -21,7 +21,7 @@
 #include "algorithms/message_header.h"
 #include "net/socket.h"
 
-namespace lockstep {
+namespace lockstep::tcp {
 
 // Who is on the other end (learned during the mesh handshake).
 struct PeerInfo {
@@ -124,4 +124,4 @@ class Connection {
   size_t inbox_begin_ = 0, inbox_end_ = 0;
 };
 
-}  // namespace lockstep
+}  // namespace lockstep::tcp

@@ -2,7 +2,7 @@
 
 #include "backends/tcp/mesh.h"
 
-namespace lockstep {
+namespace lockstep::tcp {
 
 namespace {
 
@@ -28,4 +28,4 @@ std::unique_ptr<TcpTransport> connect_group_transport(const GroupConfig& config,
                                                                             .store = config.store});
 }
 
-}  // namespace lockstep
+}  // namespace lockstep::tcp

@@ -6,13 +6,13 @@
 #include <string>
 
 #include "backends/tcp/tcp_transport.h"
-#include "lockstep/group/process_group.h"
+#include "comm/group_config.h"
 
-namespace lockstep {
+namespace lockstep::tcp {
 
 // Connects to every member of config's group (collective; bounded by config.timeout). `hostname`
 // is this rank's host as peers' error messages show it.
 std::unique_ptr<TcpTransport> connect_group_transport(const GroupConfig& config,
                                                       const std::string& hostname);
 
-}  // namespace lockstep
+}  // namespace lockstep::tcp

@@ -6,10 +6,10 @@
 #include <cstring>
 #include <optional>
 
+#include "core/log.h"
 #include "lockstep/core/error.h"
-#include "lockstep/core/log.h"
 
-namespace lockstep {
+namespace lockstep::tcp {
 
 namespace {
 
@@ -220,4 +220,4 @@ std::vector<std::unique_ptr<Connection>> connect_mesh(const MeshOptions& o) {
   return conns;
 }
 
-}  // namespace lockstep
+}  // namespace lockstep::tcp

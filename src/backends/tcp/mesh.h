@@ -16,7 +16,7 @@
 #include "lockstep/core/deadline.h"
 #include "lockstep/store/store.h"
 
-namespace lockstep {
+namespace lockstep::tcp {
 
 struct MeshOptions {
   std::string group;  // the group's name: scopes the store keys, hashed into hellos
@@ -37,4 +37,4 @@ std::vector<std::unique_ptr<Connection>> connect_mesh(const MeshOptions& options
 // "<group>/tcp/addr/<rank>".
 std::string mesh_address_key(const std::string& group, int rank);
 
-}  // namespace lockstep
+}  // namespace lockstep::tcp

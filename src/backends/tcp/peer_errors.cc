@@ -3,30 +3,7 @@
 #include "lockstep/core/error.h"
 #include "net/socket.h"
 
-namespace lockstep {
-
-std::string abort_key(const std::string& group) {
-  return group + "/abort";
-}
-
-void write_abort_note(Store& store, const std::string& group, int rank, const std::string& host,
-                      const std::string& reason) {
-  try {
-    store.compare_set(abort_key(group), "",
-                      detail::concat("rank ", rank, " (host ", host, "): ", reason));
-  } catch (...) {
-    // The store may be gone with the rank that hosted it; the abort frames still tell the peers.
-  }
-}
-
-std::optional<std::string> read_abort_note(Store& store, const std::string& group,
-                                           std::chrono::milliseconds wait) {
-  try {
-    return store.get(abort_key(group), wait);
-  } catch (...) {
-    return std::nullopt;
-  }
-}
+namespace lockstep::tcp {
 
 namespace {
 
@@ -53,7 +30,7 @@ void throw_peer_failure(const PeerFailure& f, const PeerEvent& e) {
     case PeerEvent::reset:
       throw NetworkError(lost_text(f, e));
     case PeerEvent::aborted:
-      throw_as(e.error_class,
+      throw_as(peer_class(e.error_class),
                detail::concat(f.peer, " aborted ", f.op_name, ": ",
                               e.text.empty() ? std::string("(no reason received)") : e.text));
     case PeerEvent::goodbye:
@@ -69,4 +46,4 @@ void throw_peer_failure(const PeerFailure& f, const PeerEvent& e) {
   throw NetworkError(f.op_name + ": unknown connection event");
 }
 
-}  // namespace lockstep
+}  // namespace lockstep::tcp

@@ -8,18 +8,9 @@
 #include <string>
 
 #include "backends/tcp/connection.h"
-#include "lockstep/store/store.h"
+#include "comm/failure.h"
 
-namespace lockstep {
-
-// The store key where the first rank to abort leaves its reason: "<group>/abort".
-std::string abort_key(const std::string& group);
-// Best effort: records "rank R (host h): reason" unless another rank was first. Never throws.
-void write_abort_note(Store& store, const std::string& group, int rank, const std::string& host,
-                      const std::string& reason);
-// Best effort: the note another rank left, waiting at most `wait`. Never throws.
-std::optional<std::string> read_abort_note(Store& store, const std::string& group,
-                                           std::chrono::milliseconds wait);
+namespace lockstep::tcp {
 
 struct PeerFailure {
   std::string op_name;  // "all_reduce #12"
@@ -33,4 +24,4 @@ struct PeerFailure {
 // own class for aborted.
 [[noreturn]] void throw_peer_failure(const PeerFailure& f, const PeerEvent& e);
 
-}  // namespace lockstep
+}  // namespace lockstep::tcp

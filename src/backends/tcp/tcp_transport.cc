@@ -6,7 +6,7 @@
 #include "backends/tcp/peer_errors.h"
 #include "lockstep/core/error.h"
 
-namespace lockstep {
+namespace lockstep::tcp {
 
 namespace {
 
@@ -258,4 +258,4 @@ void TcpTransport::goodbye(Deadline deadline) {
     if (c) c->close();
 }
 
-}  // namespace lockstep
+}  // namespace lockstep::tcp

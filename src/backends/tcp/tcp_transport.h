@@ -24,7 +24,7 @@
 #include "backends/tcp/connection.h"
 #include "lockstep/store/store.h"
 
-namespace lockstep {
+namespace lockstep::tcp {
 
 struct TransportIdentity {
   std::string group;
@@ -88,4 +88,4 @@ class TcpTransport final : public Transport {
   std::vector<Connection*> polled_;
 };
 
-}  // namespace lockstep
+}  // namespace lockstep::tcp

@@ -7,6 +7,7 @@
 
 #include <thread>
 
+#include "comm/group_config.h"
 #include "hier_test_util.h"
 
 namespace lockstep::testing {

@@ -157,6 +157,21 @@ TEST(MpiErrors, CountsBeyondIntAreRejected) {
   EXPECT_EQ(mpi::mpi_count(123, op, "a count"), 123);
 }
 
+TEST(MpiErrors, ArgumentErrorsAreRaisedByTheCallAndLeaveTheGroupUsable) {
+  TypedBuffer buf(DType::f32, 4);
+  if (world().rank() == 0) {
+    // Above MPI_TAG_UB on every MPI: refused by the backend's check, before a number is taken.
+    std::string m =
+        message_of<InvalidArgument>([&] { world().send(buf.view(), 1, {.tag = 0xFFFFFFFFu}); });
+    EXPECT_NE(m.find("tag 4294967295 is above MPI_TAG_UB"), std::string::npos) << m;
+  }
+  std::vector<float> x(10, static_cast<float>(world().rank()));
+  world().all_reduce(view(x))->wait();
+  const float sum = static_cast<float>(world().size() * (world().size() - 1) / 2);
+  for (float v : x) EXPECT_EQ(v, sum) << where(world());
+  world().barrier()->wait();
+}
+
 TEST(MpiErrors, GroupOutsideMpiCommWorldIsAConfigError) {
   // Every process claims to be rank 0 of a one-rank job: only MPI's rank 0 really is.
   auto solo = [] {

@@ -6,6 +6,7 @@
 
 #include <numeric>
 
+#include "comm/group_config.h"
 #include "group/closed_forms.h"
 #include "lockstep/core/error.h"
 #include "world.h"

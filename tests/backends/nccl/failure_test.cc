@@ -22,6 +22,15 @@ void expect_duplicate_device_message(const std::string& what) {
   EXPECT_TRUE(contains(what, "cudaSetDevice(local_rank)")) << what;
 }
 
+// After a rejected call the group works: all_reduce #0 (the rejected call took no number) runs.
+void expect_usable(ProcessGroup& pg, int device) {
+  TypedBuffer b(DType::f32, 4);
+  DeviceBuffer db(b, device);
+  WorkPtr work = pg.all_reduce(db.view());
+  EXPECT_TRUE(contains(work->description(), "all_reduce #0 ")) << work->description();
+  work->wait();
+}
+
 TEST(NcclFailure, EveryRankOnCuda0FailsAtInitNamingRanksHostDeviceAndFix) {
   LOCKSTEP_REQUIRE_GPUS(1);
   auto store = std::make_shared<HashStore>();
@@ -91,22 +100,24 @@ TEST(NcclFailure, HostMemoryTaggedAsDeviceAndBitwiseOpsFailTheOpClearly) {
     std::vector<float> host(4);
     BufferView lie{host.data(), host.size(), DType::f32, Device::cuda(device)};
     try {
-      pg.all_reduce(lie)->wait();
+      pg.all_reduce(lie);  // raised by the call, on this thread: nothing was queued
       ADD_FAILURE() << "host memory tagged as device accepted";
     } catch (const InvalidArgument& e) {
       EXPECT_TRUE(contains(e.what(), "all_reduce #0 on rank 0")) << e.what();
       EXPECT_TRUE(contains(e.what(), "points to host memory")) << e.what();
     }
+    expect_usable(pg, device);
   });
   spawn_gpu_groups(1, "nccl", [&](ProcessGroup& pg, int device) {
     TypedBuffer b(DType::i32, 4);
     DeviceBuffer db(b, device);
     try {
-      pg.all_reduce(db.view(), {.op = ReduceOp::bxor})->wait();
+      pg.all_reduce(db.view(), {.op = ReduceOp::bxor});
       ADD_FAILURE() << "bxor accepted";
     } catch (const InvalidArgument& e) {
       EXPECT_TRUE(contains(e.what(), "bxor is not available on the nccl backend")) << e.what();
     }
+    expect_usable(pg, device);
   });
 }
 

@@ -7,7 +7,7 @@
 
 #include "backends/nccl/cuda_util.h"
 #include "gpu_harness.h"
-#include "group/backend.h"
+#include "group/backend_registry.h"
 #include "lockstep/core/error.h"
 #include "support/spawn.h"
 

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "backends/shm/shared_collectives.h"
+#include "comm/group_config.h"
 #include "group/closed_forms.h"
 #include "lockstep/group/init.h"
 #include "shm_test_util.h"

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <thread>
 
+#include "comm/group_config.h"
 #include "group/closed_forms.h"
 #include "lockstep/group/init.h"
 #include "lockstep/store/tcp_store.h"

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "comm/group_config.h"
 #include "lockstep/core/error.h"
 #include "lockstep/group/init.h"
 #include "lockstep/store/tcp_store.h"

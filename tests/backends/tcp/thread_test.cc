@@ -46,7 +46,7 @@ Op sum_op(uint64_t seq, std::vector<float>& data,
 
 // Connects to rank 0's published port and sends what a confused client would.
 void send_junk(Store& store, const std::string& group) {
-  std::string record = store.get(mesh_address_key(group, 0), std::chrono::seconds(10));
+  std::string record = store.get(tcp::mesh_address_key(group, 0), std::chrono::seconds(10));
   std::string hostport = record.substr(0, record.find('|'));
   auto port = static_cast<uint16_t>(std::stoi(hostport.substr(hostport.rfind(':') + 1)));
   Deadline d = Deadline::after(std::chrono::seconds(5));
@@ -74,7 +74,7 @@ TEST(TcpThreads, JunkConnectionsDuringSetupAreDroppedAndTheGroupWorks) {
     }
     if (who > 0)  // the real peers connect after the junk
       while (!junk_sent) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    auto backend = make_tcp_backend(config_for("junk", who, 3, store));
+    auto backend = tcp::make_tcp_backend(config_for("junk", who, 3, store));
     std::vector<float> x(1000, static_cast<float>(who + 1));
     backend->run(sum_op(0, x));
     for (float v : x) ASSERT_EQ(v, 6.0f);
@@ -135,7 +135,7 @@ TEST(TcpThreads, MismatchOnOneRankReachesAThirdRankAsAnAbort) {
   auto store = std::make_shared<HashStore>();
   std::vector<std::string> errors(3);
   spawn(3, [&](int rank) {
-    auto backend = make_tcp_backend(config_for("abort", rank, 3, store));
+    auto backend = tcp::make_tcp_backend(config_for("abort", rank, 3, store));
     // Ranks 0 and 1 disagree about a message's size; rank 2 waits on a recv from rank 0
     // meanwhile and must fail with their reason, not hang.
     try {
@@ -182,7 +182,7 @@ TEST(TcpThreads, TimeoutNamesThePeerStillOwingData) {
   auto store = std::make_shared<HashStore>();
   std::string error;
   spawn(2, [&](int rank) {
-    auto backend = make_tcp_backend(config_for("late", rank, 2, store));
+    auto backend = tcp::make_tcp_backend(config_for("late", rank, 2, store));
     std::vector<float> x(10, 1.0f);
     if (rank == 1) {  // enters only after rank 0 has given up
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));

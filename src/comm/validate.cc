@@ -1,4 +1,4 @@
-#include "group/validate.h"
+#include "comm/validate.h"
 
 #include <limits>
 
@@ -61,6 +61,18 @@ void divisible(std::string_view op, std::string_view what, ConstBufferView v, in
   LOCKSTEP_ENFORCE(v.count % static_cast<size_t>(parts) == 0, InvalidArgument, op, ": ", what,
                    " holds ", v.count, " elements, which do not split evenly into ", parts,
                    " per-rank slots");
+}
+
+void algorithm(const Op& op) {
+  const Algorithm a = op.algorithm;
+  if (a == Algorithm::automatic) return;
+  if (op.kind == OpKind::all_reduce)
+    LOCKSTEP_ENFORCE(a == Algorithm::ring || a == Algorithm::recursive_doubling, InvalidArgument,
+                     op.name(), ": all_reduce runs ring, recursive_doubling or automatic, not ",
+                     algorithm_name(a));
+  if (op.kind == OpKind::broadcast)
+    LOCKSTEP_ENFORCE(a == Algorithm::tree || a == Algorithm::chain, InvalidArgument, op.name(),
+                     ": broadcast runs tree, chain or automatic, not ", algorithm_name(a));
 }
 
 }  // namespace lockstep::validate

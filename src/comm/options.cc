@@ -1,4 +1,4 @@
-#include "lockstep/group/options.h"
+#include "lockstep/comm/options.h"
 
 namespace lockstep {
 

@@ -1,4 +1,4 @@
-#include "lockstep/group/work.h"
+#include "lockstep/comm/work.h"
 
 #include "lockstep/core/error.h"
 

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/op.h"
 #include "lockstep/core/buffer.h"
 #include "lockstep/core/reduce_op.h"
 
@@ -27,6 +28,11 @@ void count_is(std::string_view op, std::string_view what, ConstBufferView v, siz
 // counts has one entry per rank; returns their sum.
 size_t counts_sum(std::string_view op, std::string_view what, std::span<const size_t> counts,
                   int size);
+// A forced op.algorithm is one op.kind offers: all_reduce runs ring, recursive_doubling or
+// automatic; broadcast tree, chain or automatic; other kinds ignore it. Every backend accepts the
+// same choices (one that has no such algorithms, like shm, mpi or nccl, ignores them), so that
+// code written for one runs on all.
+void algorithm(const Op& op);
 // count divides evenly into `parts` slots.
 void divisible(std::string_view op, std::string_view what, ConstBufferView v, int parts);
 

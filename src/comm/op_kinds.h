@@ -2,7 +2,7 @@
 // flight recorder, so that they agree on what two calls must have in common.
 #pragma once
 
-#include "group/op.h"
+#include "comm/op.h"
 
 namespace lockstep {
 

@@ -6,11 +6,11 @@
 #include <string_view>
 #include <vector>
 
+#include "lockstep/comm/options.h"
 #include "lockstep/core/buffer.h"
 #include "lockstep/core/deadline.h"
 #include "lockstep/core/dtype.h"
 #include "lockstep/core/reduce_op.h"
-#include "lockstep/group/options.h"
 
 namespace lockstep {
 

@@ -1,4 +1,4 @@
-#include "group/op.h"
+#include "comm/op.h"
 
 #include <numeric>
 

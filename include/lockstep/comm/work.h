@@ -13,11 +13,13 @@
 
 namespace lockstep {
 
+namespace detail {
+struct WorkAccess;  // the completion side, for the group's progress thread (src/comm/work_access.h)
+}
+
 class Work {
  public:
   static constexpr std::chrono::milliseconds kOpTimeout{-1};
-
-  explicit Work(std::string description) : description_(std::move(description)) {}
 
   // Whether the op has finished, successfully or not. Never blocks.
   bool is_completed() const;
@@ -35,10 +37,13 @@ class Work {
   // or the caller's for an op that ran inline), after the waiters were woken. fn must not wait
   // for other ops of the group. Used to complete futures (the torch backend's getFuture()).
   void on_complete(std::function<void(std::exception_ptr)> fn);
-  // Called once by the progress thread.
-  void complete(std::exception_ptr error = nullptr);
 
  private:
+  friend struct detail::WorkAccess;
+  explicit Work(std::string description) : description_(std::move(description)) {}
+  // Called once, by the thread that ran the op.
+  void complete(std::exception_ptr error);
+
   std::string description_;
   mutable std::mutex mu_;
   std::condition_variable done_cv_;

@@ -1,4 +1,4 @@
-#include "lockstep/group/shared_buffer.h"
+#include "lockstep/comm/shared_buffer.h"
 
 #include <algorithm>
 #include <cstdlib>

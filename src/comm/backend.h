@@ -1,0 +1,104 @@
+// Backend: the engine that moves a group's bytes. One folder per backend under src/backends/, each
+// with the same file names. The ProcessGroup front end (src/group) validates calls and orders
+// them; a backend only executes ops, one at a time, on the group's progress thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "comm/failure.h"
+#include "comm/group_config.h"
+#include "comm/op.h"
+#include "lockstep/comm/shared_buffer.h"
+#include "lockstep/core/deadline.h"
+
+namespace lockstep {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // "tcp", "shm", ...
+  virtual const std::string& name() const = 0;
+  // Argument problems this backend can see before it moves data (an MPI count above INT_MAX, a
+  // tag above the MPI bound, a reduce op NCCL lacks, ...): throws InvalidArgument naming them.
+  // Runs on the caller's thread before the op is queued, so the group stays usable. Default:
+  // none beyond the front end's.
+  virtual void check(const Op& /*op*/) const {}
+  // Runs op to completion or throws (NetworkError, MismatchError, TimeoutError). Called from one
+  // thread at a time, in issue order. op.deadline bounds every wait.
+  virtual void run(const Op& op) = 0;
+  // Whether op may run on the calling thread when nothing else is queued (small ops on a
+  // low-latency backend: saves the hand-off to the progress thread). Default: never.
+  virtual bool prefers_inline(const Op& /*op*/) const { return false; }
+  // Why this backend cannot move buffers that live on `device` ("" when it can). The front end
+  // turns a non-empty answer into InvalidArgument before queueing. Default: host memory only.
+  virtual std::string device_problem(Device device) const;
+  // Memory for ProcessGroup::allocate (call number `index`, the same on every rank; the front end
+  // has checked that every rank asks for `bytes`). Collective over the group. May be called while
+  // an op runs on the progress thread. Default: ordinary memory (SharedBuffer::local).
+  virtual SharedBuffer allocate(size_t bytes, uint64_t index, Deadline deadline);
+  // After a failure on this rank: tells the peers (so they fail fast with the cause) and makes
+  // every later run() throw. Idempotent. `reason` is the original error's message.
+  virtual void abort(const std::string& reason) = 0;
+  // Orderly goodbye at destruction: tells peers this rank is done and lingers up to the deadline
+  // so that slower peers are not mistaken for dead ones.
+  virtual void shutdown(Deadline deadline) = 0;
+};
+
+// What the backends that own their peers' connections share: the group's identity (rank, size,
+// host name resolved once) and the first failure. run() goes through guarded(), which fails at
+// once on a broken group, and turns an error into one call of tell_peers with the error's class
+// before rethrowing it; abort() does the same for a failure outside the backend.
+class BackendBase : public Backend {
+ public:
+  const std::string& name() const final { return name_; }
+  void abort(const std::string& reason) final { fail(ErrorClass::network, reason); }
+
+ protected:
+  BackendBase(std::string name, const GroupConfig& config);
+
+  // Tells the peers about this rank's first failure (abort frames, a record in shared memory, a
+  // store note). Called once. Must not throw.
+  virtual void tell_peers(ErrorClass error_class, const std::string& reason) = 0;
+
+  // Runs body() for op, as described above.
+  template <class Body>
+  void guarded(const Op& op, Body&& body) {
+    failure_.throw_if_happened(op);
+    try {
+      body();
+    } catch (const std::exception& e) {
+      fail(error_class_of(e), e.what());
+      throw;
+    }
+  }
+
+  bool failed() const { return failure_.happened(); }
+  const GroupConfig& config() const { return config_; }
+  int rank() const { return config_.rank; }
+  int size() const { return config_.size; }
+  const std::string& host() const { return host_; }
+  // Best effort: leaves the abort note (comm/failure.h) for this rank's failure in the store.
+  void write_note(const std::string& reason) const;
+
+ private:
+  void fail(ErrorClass error_class, const std::string& reason);
+
+  const std::string name_;
+  const GroupConfig config_;
+  const std::string host_;
+  FirstFailure failure_;
+};
+
+// Bytes of op's buffers on this rank (count, counts and recv_counts, in elements of its dtype).
+uint64_t payload_bytes(const Op& op);
+
+// Ops that move at most this many bytes may run on the caller's thread ([Inline ops] in
+// src/group/progress_queue.cc), on the backends that prefer it.
+inline constexpr uint64_t kInlineBytes = 64 * 1024;
+// The usual prefers_inline: a small op, and never a recv, which may wait for a peer that first
+// needs this thread to do something else (an irecv, then a collective on another group the
+// sender is in).
+bool small_enough_to_inline(const Op& op);
+
+}  // namespace lockstep
