@@ -17,8 +17,8 @@ void fill_for_check(const OpParams& params, int rank, BufferView input, BufferVi
 
 // How many elements of this rank's output differ from the closed form, after one run_op on
 // buffers prepared by fill_for_check. Outputs that the op must leave alone (a non-root's reduce or
-// gather output) must still hold the sentinel. Comparisons are exact, except for avg of a float
-// dtype: within a few units in the last place.
+// gather output) must still hold the sentinel, exactly. Comparisons are exact, except for the
+// results of avg in a float dtype: within a few units in the last place.
 size_t count_wrong(const OpParams& params, int rank, int size, ConstBufferView output);
 
 }  // namespace lockstep::cli::bench
