@@ -1,7 +1,8 @@
 // The correctness check of `lockstep bench` (src/cli/bench_check.h), called directly. Results that
 // a real backend computes check ok; results that differ from them anywhere (one perturbed element,
 // another reduce op or root, an output the op never wrote, one rank's contribution missing) check
-// WRONG, and a row with a wrong element prints WRONG.
+// WRONG, and a row with a wrong element prints WRONG. The closed form also holds at world sizes
+// far above what a test can launch (a product of 2s used to overflow i8 from 31 ranks on).
 #include "cli/bench_check.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 
 #include "cli/bench_ops.h"
 #include "cli/bench_table.h"
+#include "core/reduce.h"
 #include "support/spawn.h"
 #include "support/typed_buffer.h"
 
@@ -140,6 +142,74 @@ TEST(BenchCheck, ARowWithWrongElementsPrintsWrong) {
             std::string::npos)
       << format_table_summary({good, bad}, info, 10);
   EXPECT_NE(format_table_summary({good, good}, info, 10).find("all 2 rows ok"), std::string::npos);
+}
+
+// The all_reduce result of `size` ranks, computed as a correct backend does (the library's
+// reduction kernels, in the dtype itself, so an overflow wraps as it would there).
+TypedBuffer reduced_over(const OpParams& p, int size, size_t count) {
+  TypedBuffer acc(p.dtype, count), other(p.dtype, count), unused(p.dtype, count);
+  fill_for_check(p, 0, acc.view(), unused.view());
+  for (int r = 1; r < size; ++r) {
+    fill_for_check(p, r, other.view(), unused.view());
+    reduce_into(acc.view().data, other.view().data, count, p.dtype, p.reduce_op);
+  }
+  if (p.reduce_op == ReduceOp::avg) finish_average(acc.view().data, count, p.dtype, size);
+  return acc;
+}
+
+// At world sizes a test cannot launch, the closed form still matches what a correct reduction
+// gives in every dtype (before, a product of a 2 on every fifth rank overflowed i8 from 31 ranks
+// on, and sums of 0..2 from 128, and the check said WRONG about correct results). The output has
+// more elements than ranks, so that every rank's marker element is in it.
+TEST(BenchCheck, ReductionsAreExactAtAnyWorldSize) {
+  for (int size : {31, 32, 40, 64, 127, 128, 300, 1000}) {
+    const size_t count = static_cast<size_t>(size) + 57;
+    for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::u8,
+                    DType::i32, DType::i64}) {
+      for (ReduceOp r : {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
+                         ReduceOp::band, ReduceOp::bor, ReduceOp::bxor}) {
+        if (!reduce_op_supports(r, t)) continue;
+        const OpParams p{.op = BenchOp::all_reduce, .dtype = t, .reduce_op = r};
+        SCOPED_TRACE(describe(p) + ", " + std::to_string(size) + " ranks");
+        TypedBuffer result = reduced_over(p, size, count);
+        for (int rank : {0, size - 1}) ASSERT_EQ(count_wrong(p, rank, size, result.view()), 0u);
+        // reduce_scatter: slot `rank` of the same reduction.
+        const OpParams scatter{.op = BenchOp::reduce_scatter, .dtype = t, .reduce_op = r};
+        const size_t slot = count / static_cast<size_t>(size);
+        const size_t last = static_cast<size_t>(size - 1);
+        TypedBuffer mine(t, slot);
+        mine.fill([&](size_t k) { return result.get(last * slot + k); });
+        ASSERT_EQ(count_wrong(scatter, size - 1, size, mine.view()), 0u);
+      }
+    }
+  }
+}
+
+// Every rank's input shows in the result, also beyond the ranks that fill the dense patterns: a
+// reduction that left out any one rank is wrong. (Not for avg of an integer dtype: sums that stay
+// small at any world size average to 0 over 40 ranks, with or without one of them.)
+TEST(BenchCheck, AReductionMissingAnyOneRankIsWrong) {
+  constexpr int kSize = 40;
+  constexpr size_t kCount = 64;
+  for (DType t : {DType::f32, DType::bf16, DType::i8, DType::u8}) {
+    for (ReduceOp r : {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod}) {
+      if (r == ReduceOp::avg && is_integer(t)) continue;
+      const OpParams p{.op = BenchOp::all_reduce, .dtype = t, .reduce_op = r};
+      for (int missing = 0; missing < kSize; ++missing) {
+        SCOPED_TRACE(describe(p) + " without rank " + std::to_string(missing));
+        TypedBuffer acc(t, kCount), other(t, kCount), unused(t, kCount);
+        fill_for_check(p, missing == 0 ? 1 : 0, acc.view(), unused.view());
+        for (int rank = missing == 0 ? 2 : 1; rank < kSize; ++rank) {
+          if (rank == missing) continue;
+          fill_for_check(p, rank, other.view(), unused.view());
+          reduce_into(acc.view().data, other.view().data, kCount, t, r);
+        }
+        // avg divides by the whole group, as a backend that dropped a rank's data would.
+        if (r == ReduceOp::avg) finish_average(acc.view().data, kCount, t, kSize);
+        EXPECT_GT(count_wrong(p, 0, kSize, acc.view()), 0u);
+      }
+    }
+  }
 }
 
 }  // namespace
