@@ -425,19 +425,49 @@ TEST(Checkpoint, SaveKilledMidwayLeavesThePreviousCheckpoint) {
   EXPECT_FALSE(fs::exists(partial)) << "the next save removes the dead process's leftover";
 }
 
+// Sets every parameter and buffer of `model` to values that depend on `seed` alone (ranks as
+// threads share LibTorch's random generator, so manual_seed cannot tell them apart).
+void fill_distinctly(::torch::nn::Module& model, int seed) {
+  ::torch::NoGradGuard no_grad;
+  double offset = 0;
+  for (auto& t : model.parameters()) {
+    t.copy_(::torch::arange(t.numel(), ::torch::kFloat).reshape(t.sizes()) * 0.01 + seed + offset);
+    offset += 0.5;
+  }
+  for (auto& t : model.buffers())
+    if (t.is_floating_point()) t.fill_(seed + 0.25);
+}
+
 TEST(Checkpoint, CollectiveSaveAndLoad) {
   TempDir dir;
+  // Rank 0's model as saved, for every rank to compare its reloaded model with.
+  auto rank0_saved = small_model();
+  fill_distinctly(*rank0_saved, 0);
   spawn_groups(2, [&](ProcessGroup& pg) {
-    ::torch::manual_seed(pg.rank());
     auto model = small_model();
+    fill_distinctly(*model, pg.rank());  // the ranks start different
+    EXPECT_EQ(same_tensors(*model, *rank0_saved), pg.rank() == 0);
     CheckpointState state{.model = model.ptr().get()};
     EXPECT_FALSE(load_checkpoint(pg, dir.file("ck"), &state)) << "no rank has a file yet";
     state.counters = {{"epoch", 7}};
     save_checkpoint(pg, dir.file("ck"), state);  // rank 0's weights
     auto reloaded = small_model();
+    fill_distinctly(*reloaded, 10 + pg.rank());  // neither rank's: loading must overwrite it all
     CheckpointState loaded{.model = reloaded.ptr().get()};
     EXPECT_TRUE(load_checkpoint(pg, dir.file("ck"), &loaded));
     EXPECT_EQ(loaded.counters.at("epoch"), 7);
+    // Every rank now holds rank 0's parameters and buffers, element by element.
+    const auto got = reloaded->named_parameters(), want = rank0_saved->named_parameters();
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto& item : want) {
+      const at::Tensor& g = got[item.key()];
+      ASSERT_EQ(g.sizes(), item.value().sizes()) << item.key();
+      const auto* a = g.data_ptr<float>();
+      const auto* b = item.value().data_ptr<float>();
+      for (int64_t i = 0; i < g.numel(); ++i)
+        ASSERT_EQ(a[i], b[i]) << item.key() << "[" << i << "] on rank " << pg.rank();
+    }
+    EXPECT_TRUE(same_tensors(*reloaded, *rank0_saved)) << "buffers too, on rank " << pg.rank();
     const std::string other = pg.rank() == 1 ? dir.file("elsewhere") : dir.file("ck");
     const std::string text = error_of([&] { load_checkpoint(pg, other, &loaded); });
     EXPECT_CONTAINS(text, "see different checkpoints (rank 0: loaded");
