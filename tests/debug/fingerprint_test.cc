@@ -11,6 +11,7 @@
 #include "group/backend.h"
 #include "lockstep/core/error.h"
 #include "lockstep/store/hash_store.h"
+#include "support/error_message.h"
 #include "support/spawn.h"
 
 namespace lockstep::debug {
@@ -84,8 +85,13 @@ TEST(Fingerprint, EncodingRoundTripsAndRejectsOtherBytes) {
   tagged.algorithm = Algorithm::ring;
   EXPECT_EQ(call_text(decode(encode(fingerprint_of(tagged)))),
             "all_reduce(f32, count 8, sum, tag 9, algorithm ring)");
-  EXPECT_THROW(decode("not a fingerprint"), Error);
-  EXPECT_THROW(decode(std::string(40, '\0')), Error);
+  // Too short for the 32-byte head, and a head of the right size without the magic number.
+  testing::expect_error_naming<Error>([] { decode("not a fingerprint"); },
+                                      {"fingerprint check: a 17-byte value is not a fingerprint"});
+  testing::expect_error_naming<Error>(
+      [] { decode(std::string(40, '\0')); },
+      {"fingerprint check: a value in the store is not a fingerprint (another program uses the "
+       "same store keys?)"});
 }
 
 TEST(FingerprintMismatch, AgreeingCallsPass) {

@@ -120,7 +120,9 @@ TEST(TcpStoreLifecycle, OverLimitKeyIsRejectedBeforeSending) {
   std::string long_key(kMaxKeyBytes + 1, 'k');
   auto msg = message_of<InvalidArgument>([&] { store.set(long_key, "v"); });
   EXPECT_CONTAINS(msg, std::to_string(kMaxKeyBytes));
-  EXPECT_THROW(store.get(long_key, milliseconds(10)), InvalidArgument);
+  auto get_msg = message_of<InvalidArgument>([&] { store.get(long_key, milliseconds(10)); });
+  EXPECT_CONTAINS(get_msg, "TcpStore key of " + std::to_string(kMaxKeyBytes + 1) + " bytes");
+  EXPECT_CONTAINS(get_msg, "exceeds the limit of " + std::to_string(kMaxKeyBytes) + " bytes");
   store.set("still", "usable");
   EXPECT_EQ(store.get("still", milliseconds(1000)), "usable");
 }
