@@ -221,12 +221,14 @@ TEST_P(FingerprintCheckBackends, AgreeingCallsRunAndGiveTheClosedForm) {
       backend.run(op);
       for (float v : x) ASSERT_EQ(v, 6.0f);
     }
-    // Uneven all_to_all_v: rank i sends sends[i][j] elements to rank j.
+    // Uneven all_to_all_v: rank i sends sends[i][j] elements to rank j. Element e of rank i's
+    // input is 100 i + e, so each received element names its sender and position.
     const std::vector<std::vector<size_t>> sends = {{0, 1, 2}, {1, 1, 2}, {2, 1, 2}};
     const auto me = static_cast<size_t>(rank);
     std::vector<size_t> recv(3);
     for (size_t i = 0; i < 3; ++i) recv[i] = sends[i][me];
-    std::vector<double> in(3 + me), out(recv[0] + recv[1] + recv[2]);
+    std::vector<double> in(3 + me), out(recv[0] + recv[1] + recv[2], -1.0);
+    for (size_t e = 0; e < in.size(); ++e) in[e] = 100.0 * static_cast<double>(me) + e;
     Op a2a{.kind = OpKind::all_to_all,
            .variable = true,
            .seq = 5,
@@ -237,6 +239,15 @@ TEST_P(FingerprintCheckBackends, AgreeingCallsRunAndGiveTheClosedForm) {
            .recv_counts = recv,
            .deadline = Deadline::after(std::chrono::seconds(30))};
     backend.run(a2a);
+    // Closed form: from each rank i in order, the sends[i][me] elements that follow, in i's
+    // input, its blocks for ranks 0 .. me-1.
+    std::vector<double> want;
+    for (size_t i = 0; i < 3; ++i) {
+      size_t offset = 0;
+      for (size_t j = 0; j < me; ++j) offset += sends[i][j];
+      for (size_t e = 0; e < sends[i][me]; ++e) want.push_back(100.0 * i + offset + e);
+    }
+    EXPECT_EQ(out, want) << "all_to_all_v on rank " << rank;
   });
 }
 
