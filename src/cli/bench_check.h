@@ -1,7 +1,7 @@
 // Correctness check of `lockstep bench`: each rank fills its input with a pattern of small
 // integers that depends on (rank, index), so that every result has a closed form that is exact in
-// every dtype (sums stay far below 2^8, the integer range of bf16), then compares its output with
-// that closed form element by element.
+// every dtype at any world size (reductions stay at or below 64, within the integer ranges of bf16
+// and i8), then compares its output with that closed form element by element.
 #pragma once
 
 #include <cstddef>
@@ -17,8 +17,8 @@ void fill_for_check(const OpParams& params, int rank, BufferView input, BufferVi
 
 // How many elements of this rank's output differ from the closed form, after one run_op on
 // buffers prepared by fill_for_check. Outputs that the op must leave alone (a non-root's reduce or
-// gather output) must still hold the sentinel. Comparisons are exact, except for avg of a float
-// dtype: within a few units in the last place.
+// gather output) must still hold the sentinel, exactly. Comparisons are exact, except for the
+// results of avg in a float dtype: within a few units in the last place.
 size_t count_wrong(const OpParams& params, int rank, int size, ConstBufferView output);
 
 }  // namespace lockstep::cli::bench

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "mesh_harness.h"
+#include "support/error_message.h"
 
 namespace lockstep::testing {
 namespace {
@@ -143,7 +144,9 @@ TEST(AllReduceChoice, AutomaticPicksRecursiveDoublingSmallAndRingLarge) {
   op.count = kRingThresholdBytes;
   EXPECT_EQ(choose_all_reduce(op, 2), Algorithm::recursive_doubling);
   op.algorithm = Algorithm::chain;
-  EXPECT_THROW(choose_all_reduce(op, 2), InvalidArgument);
+  expect_error_naming<InvalidArgument>(
+      [&] { choose_all_reduce(op, 2); },
+      {"all_reduce #0: all_reduce runs ring, recursive_doubling or automatic, not chain"});
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, AllReduce, ::testing::Values(1, 2, 3, 4, 5, 8),

@@ -4,6 +4,7 @@
 // of a real `lockstep run` job.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
 
@@ -17,6 +18,7 @@
 #include "cli/cli_test_util.h"
 #include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
+#include "support/wait_for.h"
 
 namespace lockstep::testing {
 namespace {
@@ -247,7 +249,22 @@ TEST(Doctor, MasterThatDoesNotAnswer) {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ::connect(queued.back().get(), reinterpret_cast<const sockaddr*>(&a), sizeof(a));
   }
-  std::this_thread::sleep_for(200ms);  // let the queued handshakes complete
+  // The accept queue is full once a queued handshake has completed (the socket turns writable
+  // without an error); then the kernel drops further connection requests, doctor's included.
+  const bool queue_full = wait_until(
+      [&] {
+        for (const net::Fd& fd : queued) {
+          pollfd p{fd.get(), POLLOUT, 0};
+          int error = 0;
+          socklen_t length = sizeof error;
+          if (::poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) &&
+              ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0)
+            return true;
+        }
+        return false;
+      },
+      10s);
+  ASSERT_TRUE(queue_full) << "no connection to the listener completed its handshake";
   const auto start = Clock::now();
   Doctor d = doctor(job(1, 2, 2, port), {"--probe-timeout", "1"});
   EXPECT_LT(Clock::now() - start, 30s);

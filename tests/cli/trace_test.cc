@@ -3,8 +3,10 @@
 // per rank and a verdict naming rank 2 as behind; on
 // hand-made dumps it finds mismatched ops and missing dumps; bad input gets a clear error.
 #include <gtest/gtest.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +20,7 @@
 #include "lockstep/group/init.h"
 #include "support/child_mode.h"
 #include "support/subprocess.h"
+#include "support/wait_for.h"
 
 namespace lockstep::testing {
 namespace {
@@ -26,21 +29,58 @@ namespace fs = std::filesystem;
 using Env = std::map<std::string, std::optional<std::string>>;
 using namespace std::chrono_literals;
 
+// The latest time at which ranks 0 and 1 recorded their failed op, read from their dumps in dir.
+int64_t others_failed_us(const fs::path& dir) {
+  int64_t latest = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("default-rank0-", 0) != 0 && name.rfind("default-rank1-", 0) != 0) continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    for (const auto& op : debug::dump_from_json(text.str(), name).ops)
+      if (op.state == debug::OpState::failed) latest = std::max(latest, op.ended_us);
+  }
+  return latest;
+}
+
+// The clock the flight recorder stamps an op's entry with.
+int64_t coarse_now_us() {
+  timespec ts;
+  ::clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1'000;
+}
+
 // Child entry: a barrier and an all_gather, then a second all_gather that rank 2 reaches only
-// after the others have timed out.
+// after the others have timed out in it. It waits for their markers in TEST_SYNC_DIR, created
+// once they have their error (their dumps are written by then), and then until its flight
+// recorder's clock has passed their failure as their dumps record it, so that the trace can only
+// see it as late (a rank that is not there is the property under test: its wait is on the
+// others' failure, not a guessed time). Rank 0 hosts the store: it stays until rank 2 is done.
 TEST(TraceChild, DISABLED_LateRank) {
   auto pg = init_process_group({.backend = "tcp"});
+  const fs::path sync = std::getenv("TEST_SYNC_DIR");
+  const auto marker = [&](const std::string& name) { return (sync / name).string(); };
   std::vector<int32_t> in(2, pg->rank()), out(6);
   try {
     pg->barrier()->wait();
     pg->all_gather(view(in), view(out))->wait();
-    if (pg->rank() == 2) std::this_thread::sleep_for(3s);
+    if (pg->rank() == 2) {
+      if (!wait_for_files({marker("failed_0"), marker("failed_1")}, 60s))
+        std::printf("CHILD GAVE UP WAITING FOR THE OTHERS\n");
+      const int64_t failed_us = others_failed_us(std::getenv("LOCKSTEP_TRACE_DIR"));
+      if (failed_us == 0 || !wait_until([&] { return coarse_now_us() > failed_us; }, 10s))
+        std::printf("CHILD FOUND NO FAILURE IN THE OTHERS' DUMPS\n");
+    }
     pg->all_gather(view(in), view(out))->wait();
   } catch (const Error& e) {
     std::printf("CHILD ERROR %s\n", e.what());
   }
   std::fflush(stdout);
-  if (pg->rank() == 0) std::this_thread::sleep_for(2s);  // the store outlives rank 2's failure
+  create_marker(marker("failed_" + std::to_string(pg->rank())));
+  if (pg->rank() == 0 && !wait_for_files({marker("failed_2")}, 60s))
+    std::printf("CHILD GAVE UP WAITING FOR RANK 2\n");
+  std::fflush(stdout);
   ::_exit(0);
 }
 
@@ -70,6 +110,7 @@ void expect_has(const std::string& text, const std::string& part) {
 
 TEST(TraceCommand, MergesTheDumpsOfARealTimeout) {
   fs::path dir = fresh_dir("lockstep-trace-cli");
+  fs::path sync = fresh_dir("lockstep-trace-cli-sync");
   int port = free_port();
   std::vector<Child> ranks;
   for (int r = 0; r < 3; ++r)
@@ -81,9 +122,11 @@ TEST(TraceCommand, MergesTheDumpsOfARealTimeout) {
                            {"LOCKSTEP_TIMEOUT", "1.5"},
                            {"LOCKSTEP_TRACE_DIR", dir.string()},
                            {"LOCKSTEP_FLIGHT_RECORDER_SIZE", "2"},
+                           {"TEST_SYNC_DIR", sync.string()},
                            {"LOCKSTEP_USE_AGENT_STORE", std::nullopt},
                            {"LOCKSTEP_RESTART_COUNT", std::nullopt}});
-  for (auto& c : ranks) expect_has(c.wait(60s).output, "CHILD ERROR");
+  for (auto& c : ranks) expect_has(c.wait(90s).output, "CHILD ERROR");
+  fs::remove_all(sync);
 
   ProcessResult result = trace({dir.string()});
   ASSERT_EQ(result.exit_code, 0) << result.output;

@@ -12,6 +12,7 @@
 #include "core/float16_reference.h"
 #include "core/reduce.h"
 #include "lockstep/core/error.h"
+#include "support/error_message.h"
 
 namespace lockstep {
 namespace {
@@ -139,7 +140,9 @@ TEST(Convert16Test, PublicEntryPointsRoundTripAndRejectOtherDtypes) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("i32"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(narrow_from_f32(back, wide, 1, DType::f32), InvalidArgument);
+  testing::expect_error_naming<InvalidArgument>(
+      [&] { narrow_from_f32(back, wide, 1, DType::f32); },
+      {"narrow_from_f32: dtype f32 is not a 16-bit float; pass f16 or bf16"});
 }
 
 }  // namespace

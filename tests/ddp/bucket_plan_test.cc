@@ -4,6 +4,7 @@
 
 #include "harness.h"
 #include "lockstep/core/error.h"
+#include "support/error_message.h"
 
 namespace lockstep::ddp {
 namespace {
@@ -90,7 +91,9 @@ TEST(BucketPlan, RejectsAnOrderThatIsNotAPermutation) {
     EXPECT_NE(std::string(e.what()).find("lists parameter 1 twice"), std::string::npos) << e.what();
   }
   std::vector<size_t> short_order = {0, 1};
-  EXPECT_THROW(assign_buckets(params, short_order, {}), InvalidArgument);
+  lockstep::testing::expect_error_naming<InvalidArgument>(
+      [&] { assign_buckets(params, short_order, {}); },
+      {"DDP bucket assignment: the order has 2 entries for 3 parameters"});
 }
 
 }  // namespace

@@ -94,5 +94,57 @@ TEST(CompressHook, IsNotExact) {
   });
 }
 
+// Gradients whose 16-bit roundings add up exactly, chosen so that the exact average differs from
+// the average of the rounded values: the hook's result must be the latter, bit for bit, which only
+// a hook that really sends 16-bit values gives (one that sent f32 would return the exact average).
+//
+// With 4 ranks (1/4 and the division of avg are exact), rank r's gradient element i is
+// g = 4 * (y + delta), y = 1/4 + k / 64 with k in [0, 16): y and 4 y are exact in f16 and bf16 and
+// so are all their partial sums (multiples of 1/64 below 2, multiples of 1/16 below 8). delta
+// (2^-15 for f16, 2^-12 for bf16) is below half a unit in the last place of both y (divide before
+// the sum) and 4 y (avg op), so the wire value is y (or 4 y) exactly, and the reduced result is
+// the sum of the ys over ranks, while the exact average is that plus 4 delta.
+void check_rounded_exactly(DType wire, bool divide) {
+  constexpr int kWorld = 4;
+  constexpr size_t kCount = 64;
+  const double delta = wire == DType::f16 ? std::ldexp(1.0, -15) : std::ldexp(1.0, -12);
+  auto y = [](int r, size_t i) { return 0.25 + static_cast<double>((i * 7 + r * 5) % 16) / 64; };
+  auto params = float_params({kCount});
+  spawn_groups(kWorld, [&](ProcessGroup& pg) {
+    VectorGrads grads(params);
+    ReducerOptions options;
+    options.hook = compress_hook({.wire = wire, .divide_before_sum = divide});
+    Reducer reducer(params, pg, grads, options);
+    grads.grads[0].resize(kCount);
+    for (size_t i = 0; i < kCount; ++i)
+      grads.grads[0][i] = static_cast<float>(kWorld * (y(pg.rank(), i) + delta));
+    reducer.begin_backward();
+    reducer.mark_ready(0);
+    reducer.finalize();
+    for (size_t i = 0; i < kCount; ++i) {
+      double rounded = 0;
+      for (int r = 0; r < kWorld; ++r) rounded += y(r, i);
+      const double exact = rounded + kWorld * delta;
+      ASSERT_EQ(grads.grads[0][i], static_cast<float>(rounded))
+          << dtype_name(wire) << (divide ? " divide" : " avg") << " [" << i << "] rank "
+          << pg.rank() << "; the exact average is " << exact;
+      ASSERT_NE(static_cast<float>(exact), static_cast<float>(rounded));
+    }
+  });
+}
+
+TEST(CompressHook, Fp16ResultIsTheSumOfTheHalfRoundedSharesExactly) {
+  check_rounded_exactly(DType::f16, true);
+}
+TEST(CompressHook, Fp16AvgOpResultIsTheAverageOfTheHalfRoundedValuesExactly) {
+  check_rounded_exactly(DType::f16, false);
+}
+TEST(CompressHook, Bf16ResultIsTheSumOfTheBfloat16RoundedSharesExactly) {
+  check_rounded_exactly(DType::bf16, true);
+}
+TEST(CompressHook, Bf16AvgOpResultIsTheAverageOfTheBfloat16RoundedValuesExactly) {
+  check_rounded_exactly(DType::bf16, false);
+}
+
 }  // namespace
 }  // namespace lockstep::ddp

@@ -11,6 +11,7 @@
 #include "group/backend_registry.h"
 #include "lockstep/core/error.h"
 #include "lockstep/store/hash_store.h"
+#include "support/error_message.h"
 #include "support/spawn.h"
 
 namespace lockstep::debug {
@@ -84,8 +85,13 @@ TEST(Fingerprint, EncodingRoundTripsAndRejectsOtherBytes) {
   tagged.algorithm = Algorithm::ring;
   EXPECT_EQ(call_text(decode(encode(fingerprint_of(tagged)))),
             "all_reduce(f32, count 8, sum, tag 9, algorithm ring)");
-  EXPECT_THROW(decode("not a fingerprint"), Error);
-  EXPECT_THROW(decode(std::string(40, '\0')), Error);
+  // Too short for the 32-byte head, and a head of the right size without the magic number.
+  testing::expect_error_naming<Error>([] { decode("not a fingerprint"); },
+                                      {"fingerprint check: a 17-byte value is not a fingerprint"});
+  testing::expect_error_naming<Error>(
+      [] { decode(std::string(40, '\0')); },
+      {"fingerprint check: a value in the store is not a fingerprint (another program uses the "
+       "same store keys?)"});
 }
 
 TEST(FingerprintMismatch, AgreeingCallsPass) {
@@ -215,12 +221,14 @@ TEST_P(FingerprintCheckBackends, AgreeingCallsRunAndGiveTheClosedForm) {
       backend.run(op);
       for (float v : x) ASSERT_EQ(v, 6.0f);
     }
-    // Uneven all_to_all_v: rank i sends sends[i][j] elements to rank j.
+    // Uneven all_to_all_v: rank i sends sends[i][j] elements to rank j. Element e of rank i's
+    // input is 100 i + e, so each received element names its sender and position.
     const std::vector<std::vector<size_t>> sends = {{0, 1, 2}, {1, 1, 2}, {2, 1, 2}};
     const auto me = static_cast<size_t>(rank);
     std::vector<size_t> recv(3);
     for (size_t i = 0; i < 3; ++i) recv[i] = sends[i][me];
-    std::vector<double> in(3 + me), out(recv[0] + recv[1] + recv[2]);
+    std::vector<double> in(3 + me), out(recv[0] + recv[1] + recv[2], -1.0);
+    for (size_t e = 0; e < in.size(); ++e) in[e] = 100.0 * static_cast<double>(me) + e;
     Op a2a{.kind = OpKind::all_to_all,
            .variable = true,
            .seq = 5,
@@ -231,6 +239,15 @@ TEST_P(FingerprintCheckBackends, AgreeingCallsRunAndGiveTheClosedForm) {
            .recv_counts = recv,
            .deadline = Deadline::after(std::chrono::seconds(30))};
     backend.run(a2a);
+    // Closed form: from each rank i in order, the sends[i][me] elements that follow, in i's
+    // input, its blocks for ranks 0 .. me-1.
+    std::vector<double> want;
+    for (size_t i = 0; i < 3; ++i) {
+      size_t offset = 0;
+      for (size_t j = 0; j < me; ++j) offset += sends[i][j];
+      for (size_t e = 0; e < sends[i][me]; ++e) want.push_back(100.0 * i + offset + e);
+    }
+    EXPECT_EQ(out, want) << "all_to_all_v on rank " << rank;
   });
 }
 

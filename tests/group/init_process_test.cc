@@ -10,6 +10,7 @@
 
 #include "lockstep/core/error.h"
 #include "lockstep/group/init.h"
+#include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
 #include "support/child_mode.h"
 #include "support/spawn.h"
@@ -92,7 +93,9 @@ TEST(InitProcess, UnreachableMasterNamesAddressAndLastError) {
   EXPECT_EQ(result.exit_code, 3) << result.output;
   EXPECT_NE(result.output.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("Connection refused"), std::string::npos) << result.output;
-  EXPECT_LT(elapsed, std::chrono::seconds(20));
+  // It retries until LOCKSTEP_TIMEOUT (1.5 s) has passed, not less, and gives up soon after.
+  EXPECT_GE(elapsed, std::chrono::milliseconds(1500 - 50));
+  EXPECT_LT(elapsed, std::chrono::milliseconds(1500 + 5000));
 }
 
 TEST(InitProcess, RankThatNeverJoinsIsNamed) {
@@ -115,15 +118,26 @@ TEST(InitProcess, RankThatNeverJoinsIsNamed) {
 TEST(InitProcess, DuplicateRankIsNamed) {
   int port = free_port();
   Env env = rank_env(0, 2, port);
-  env["LOCKSTEP_TIMEOUT"] = "3";
+  // The first rank 0 hosts the store and waits there for rank 1, which never comes: long enough
+  // for the duplicate to start and be refused on a loaded machine. The test kills it at the end.
+  env["LOCKSTEP_TIMEOUT"] = "60";
   Child a(child_argv("InitChild.DISABLED_Main"), env);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The duplicate must come after the first has claimed rank 0: wait for its claim in its store.
+  {
+    TcpStore store({.host = "127.0.0.1",
+                    .port = static_cast<uint16_t>(port),
+                    .timeout = std::chrono::seconds(30)});
+    store.wait({"default/init/rank/0"}, std::chrono::seconds(30));
+  }
   Env dup = rank_env(0, 2, port);
   dup["LOCKSTEP_USE_AGENT_STORE"] = "1";  // a plain client that also claims rank 0
   dup["LOCKSTEP_TIMEOUT"] = "3";
   auto second = run_process(child_argv("InitChild.DISABLED_Main"), dup);
   EXPECT_EQ(second.exit_code, 3) << second.output;
   EXPECT_NE(second.output.find("rank 0 joined twice"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("pid " + std::to_string(a.pid())), std::string::npos)
+      << "the error names the process that holds rank 0\n"
+      << second.output;
 }
 
 TEST(InitMethods, TcpUrlWithThreads) {

@@ -7,6 +7,7 @@
 #include "group/backend_registry.h"
 #include "group/closed_forms.h"
 #include "lockstep/core/error.h"
+#include "support/error_message.h"
 #include "support/spawn.h"
 
 namespace lockstep::testing {
@@ -160,7 +161,21 @@ TEST_P(MovementCollectives, AllToAllAndV) {
 TEST_P(MovementCollectives, SendRecvRingWithTags) {
   run([](ProcessGroup& pg) {
     const int n = pg.size();
-    if (n == 1) return;
+    if (n == 1) {
+      // A ring of one: the next and the previous rank are this rank itself, which send and recv
+      // refuse before any communication, naming the rank, and the group stays usable.
+      TypedBuffer buf(DType::f32, 5);
+      expect_error_naming<InvalidArgument>([&] { pg.send(buf.view(), 0, {.tag = 7}); },
+                                           {"send: rank 0 cannot send to itself"});
+      expect_error_naming<InvalidArgument>([&] { pg.recv(buf.view(), 0, {.tag = 7}); },
+                                           {"recv: rank 0 cannot receive from itself"});
+      buf.fill([](size_t i) { return static_cast<double>(i); });
+      pg.broadcast(buf.view())->wait();
+      check_elements(
+          buf, [](size_t i) { return static_cast<double>(i); },
+          ctx("broadcast after the refused send", DType::f32, pg, 5));
+      return;
+    }
     int next = (pg.rank() + 1) % n, prev = (pg.rank() + n - 1) % n;
     for (size_t count : {size_t{0}, size_t{5}, size_t{1'000'003}}) {
       TypedBuffer out(DType::f32, count), in(DType::f32, count);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "launcher_test_util.h"
+#include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
 
 namespace lockstep::testing {
@@ -120,9 +121,18 @@ TEST(LauncherMultiNode, NodeWithoutNodeZeroNamesTheStoreAddress) {
 }
 
 TEST(LauncherMultiNode, SigintWhileWaitingForNodesEndsTheWaitAtOnce) {
-  Child node0(lockstep_run({"--nnodes", "2", "--master-port", std::to_string(free_port()),
+  const int port = free_port();
+  Child node0(lockstep_run({"--nnodes", "2", "--master-port", std::to_string(port),
                             "--rdzv-timeout", "60", "/bin/sh", "-c", "echo started"}));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Node 0 hosts the rendezvous store on --master-port and registers itself there
+  // (lockstep_launcher/a0/node/0) right before it waits for node 1: once that key exists, the
+  // signal lands in the wait.
+  {
+    TcpStore store({.host = "127.0.0.1",
+                    .port = static_cast<uint16_t>(port),
+                    .timeout = std::chrono::seconds(30)});
+    store.wait({"lockstep_launcher/a0/node/0"}, std::chrono::seconds(30));
+  }
   auto sent = std::chrono::steady_clock::now();
   node0.kill(SIGINT);
   ProcessResult r = node0.wait(std::chrono::seconds(20));

@@ -57,7 +57,8 @@ TEST(PrefixStore, TimeoutStartsAsTheBasesAndTimeoutsNameTheKey) {
 }
 
 TEST(PrefixStore, NullBaseIsRejected) {
-  EXPECT_THROW(PrefixStore("p", nullptr), InvalidArgument);
+  EXPECT_CONTAINS(message_of<InvalidArgument>([] { PrefixStore("p", nullptr); }),
+                  "PrefixStore(\"p\") needs a base store, got nullptr");
 }
 
 }  // namespace

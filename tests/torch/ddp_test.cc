@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -458,6 +459,59 @@ TEST(DdpCompression, Fp16IsApproximateAndBf16WithinFivePercent) {
     worst = std::max(worst, relative_diff(compressed[i], exact[i]));
   EXPECT_GT(worst, 1e-7);
   EXPECT_LT(worst, 1e-2);
+}
+
+// One parameter w whose gradient is the input: loss = sum(w * x), so d loss / d w = x exactly.
+struct WeightedSumImpl : nn::Module {
+  explicit WeightedSumImpl(int64_t n) : w(register_parameter("w", ::torch::zeros({n}))) {}
+  at::Tensor forward(const at::Tensor& x) { return (w * x).sum(); }
+  at::Tensor w;
+};
+TORCH_MODULE(WeightedSum);
+
+// The compress hooks average what their 16-bit type holds, not the f32 gradients: on 4 ranks,
+// rank r's gradient element i is 4 (y + delta), where y = 1/4 + k * step is exact in the hook's
+// type and delta is below half a unit in its last place. Dividing by 4 and rounding gives y, and
+// the sums of the ys are exact, so the averaged gradient is the sum of the ys over ranks, bit for
+// bit; the exact average (no compression) is that plus 4 delta. The steps are chosen so that the
+// other 16-bit type gives yet another result: f16's ys (multiples of 2^-10) are not bf16 values,
+// and bf16's y + delta (a multiple of 2^-12) is an f16 value that f16 would not round.
+TEST(DdpCompression, HooksAverageTheSixteenBitRoundedGradientsExactly) {
+  constexpr int kWorld = 4;
+  constexpr int64_t kN = 256;
+  struct Case {
+    const char* name;
+    CommHook hook;
+    double step, delta;
+    int steps;  // k in [0, steps): y in [1/4, 1/2)
+  };
+  const Case cases[] = {
+      {"fp16", fp16_compress_hook(), std::ldexp(1.0, -10), std::ldexp(1.0, -15), 256},
+      {"bf16", bf16_compress_hook(), std::ldexp(1.0, -6), std::ldexp(1.0, -12), 16},
+  };
+  for (const Case& c : cases) {
+    auto y = [&](int r, int64_t i) {
+      return 0.25 + static_cast<double>((i * 7 + r * 5) % c.steps) * c.step;
+    };
+    spawn_groups(kWorld, [&](ProcessGroup& pg) {
+      WeightedSum net(kN);
+      DistributedDataParallel ddp(net, share(pg), {.comm_hook = c.hook});
+      at::Tensor x = ::torch::empty({kN});
+      for (int64_t i = 0; i < kN; ++i)
+        x[i] = static_cast<float>(kWorld * (y(pg.rank(), i) + c.delta));
+      ddp(x).backward();
+      const at::Tensor grad = net->w.grad();
+      ASSERT_TRUE(grad.defined());
+      for (int64_t i = 0; i < kN; ++i) {
+        double rounded = 0;
+        for (int r = 0; r < kWorld; ++r) rounded += y(r, i);
+        const double exact = rounded + kWorld * c.delta;
+        ASSERT_EQ(grad[i].item<float>(), static_cast<float>(rounded))
+            << c.name << " [" << i << "] rank " << pg.rank() << "; the exact average is " << exact;
+        ASSERT_NE(static_cast<float>(exact), static_cast<float>(rounded));
+      }
+    });
+  }
 }
 
 size_t count_of(const std::string& text, const std::string& needle) {

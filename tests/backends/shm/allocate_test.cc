@@ -13,6 +13,7 @@
 #include "group/closed_forms.h"
 #include "lockstep/group/init.h"
 #include "shm_test_util.h"
+#include "support/error_message.h"
 #include "support/spawn.h"
 
 namespace lockstep::testing {
@@ -292,8 +293,14 @@ TEST_F(ShmAllocate, MemoryOutlivesItsGroupAndViewsAreChecked) {
   for (auto& b : kept) {
     b.span<uint8_t>()[999] = 7;  // still mapped after the group is gone
     EXPECT_EQ(b.span<uint8_t>()[999], 7);
-    EXPECT_THROW(b.view(DType::f32, 251), InvalidArgument);
-    EXPECT_THROW(b.view(DType::u8, 10, 995), InvalidArgument);
+    expect_error_naming<InvalidArgument>(
+        [&] { b.view(DType::f32, 251); },
+        {"SharedBuffer::view: 251 f32 elements (1004 bytes) at offset 0 do not fit the "
+         "buffer's 1000 bytes"});
+    expect_error_naming<InvalidArgument>(
+        [&] { b.view(DType::u8, 10, 995); },
+        {"SharedBuffer::view: 10 u8 elements (10 bytes) at offset 995 do not fit the buffer's "
+         "1000 bytes"});
     EXPECT_EQ(b.view(DType::f32).count, 250u);
   }
 }

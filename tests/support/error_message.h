@@ -1,0 +1,34 @@
+// Error-path checks that look at the message, not only the exception's type.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string>
+#include <typeinfo>
+
+namespace lockstep::testing {
+
+// Runs fn, which must throw an E; returns its what(). Fails the test (and returns "") when fn
+// throws nothing; an exception of another type propagates to the test, which fails with it.
+template <class E, class Fn>
+std::string error_message(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an exception of type " << typeid(E).name();
+  return "";
+}
+
+// Expects fn to throw an E whose message contains every one of parts.
+template <class E, class Fn>
+void expect_error_naming(Fn&& fn, std::initializer_list<std::string> parts) {
+  const std::string message = error_message<E>(fn);
+  for (const std::string& part : parts)
+    EXPECT_NE(message.find(part), std::string::npos)
+        << "the message lacks '" << part << "': " << message;
+}
+
+}  // namespace lockstep::testing
