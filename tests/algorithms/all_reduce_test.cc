@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "mesh_harness.h"
-#include "support/error_message.h"
+#include "support/messages.h"
 
 namespace lockstep::testing {
 namespace {

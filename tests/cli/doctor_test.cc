@@ -19,6 +19,7 @@
 #include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
 #include "support/wait_for.h"
+#include "support/messages.h"
 
 namespace lockstep::testing {
 namespace {
@@ -125,10 +126,6 @@ Doctor doctor_in_shell(const std::string& shell_prefix, const EnvChanges& env) {
       {}};
   d.checks = parse_checks(d.process.output);
   return d;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 int usable_cores() {

@@ -12,7 +12,7 @@
 #include "core/float16_reference.h"
 #include "core/reduce.h"
 #include "lockstep/core/error.h"
-#include "support/error_message.h"
+#include "support/messages.h"
 
 namespace lockstep {
 namespace {

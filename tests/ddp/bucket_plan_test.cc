@@ -4,7 +4,7 @@
 
 #include "harness.h"
 #include "lockstep/core/error.h"
-#include "support/error_message.h"
+#include "support/messages.h"
 
 namespace lockstep::ddp {
 namespace {

@@ -15,6 +15,7 @@
 #include "lockstep/store/tcp_store.h"
 #include "support/child_mode.h"
 #include "support/subprocess.h"
+#include "support/messages.h"
 
 namespace lockstep::testing::catalogue {
 
@@ -51,10 +52,6 @@ class ChildJob {
   TcpStoreServer server_;
   std::vector<Child> children_;
 };
-
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 inline size_t count_of(const std::string& text, const std::string& part) {
   size_t n = 0;

@@ -11,7 +11,7 @@
 #include "group/backend_registry.h"
 #include "lockstep/core/error.h"
 #include "lockstep/store/hash_store.h"
-#include "support/error_message.h"
+#include "support/messages.h"
 #include "support/spawn.h"
 
 namespace lockstep::debug {

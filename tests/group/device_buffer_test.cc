@@ -5,13 +5,10 @@
 
 #include "lockstep/core/error.h"
 #include "support/spawn.h"
+#include "support/messages.h"
 
 namespace lockstep::testing {
 namespace {
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 TEST(DeviceBuffer, DefaultViewsAreHostMemory) {
   std::vector<float> v(4);

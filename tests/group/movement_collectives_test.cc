@@ -7,7 +7,7 @@
 #include "group/backend_registry.h"
 #include "group/closed_forms.h"
 #include "lockstep/core/error.h"
-#include "support/error_message.h"
+#include "support/messages.h"
 #include "support/spawn.h"
 
 namespace lockstep::testing {

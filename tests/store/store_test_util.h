@@ -11,6 +11,7 @@
 
 #include "lockstep/core/deadline.h"
 #include "net/socket.h"
+#include "support/messages.h"
 
 namespace lockstep::store_test {
 
@@ -18,17 +19,7 @@ inline long long ms_since(Clock::time_point t0) {
   return std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
 }
 
-// Runs fn, expecting it to throw E; returns the message ("" and a failure if it did not throw).
-template <class E, class Fn>
-std::string message_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception of type " << typeid(E).name();
-  return "";
-}
+using lockstep::testing::message_of;
 
 #define EXPECT_CONTAINS(text, part)                                    \
   EXPECT_NE(std::string_view(text).find(part), std::string_view::npos) \

@@ -19,6 +19,7 @@
 #include "lockstep/store/tcp_store.h"
 #include "support/child_mode.h"
 #include "support/subprocess.h"
+#include "support/messages.h"
 
 namespace lockstep::testing {
 
@@ -45,10 +46,6 @@ inline const char* error_type(const std::exception& e) {
 // Prints "CAUGHT <type> at_ns=<steady ns>: <message>".
 inline void report(const std::exception& e) {
   say(detail::concat("CAUGHT ", error_type(e), " at_ns=", now_ns(), ": ", e.what()));
-}
-
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 // The steady-clock time a child printed with its CAUGHT line (-1: none).

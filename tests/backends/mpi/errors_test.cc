@@ -14,6 +14,7 @@
 #include "lockstep/group/init.h"
 #include "lockstep/store/hash_store.h"
 #include "world.h"
+#include "support/messages.h"
 
 namespace lockstep::testing {
 namespace {
@@ -22,18 +23,6 @@ using std::chrono::seconds;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// Runs fn, which must throw E; returns the message.
-template <class E, class F>
-std::string message_of(F fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
 }
 
 std::vector<int> all_ranks() {

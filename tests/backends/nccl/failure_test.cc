@@ -9,7 +9,7 @@
 #include "gpu_harness.h"
 #include "lockstep/core/deadline.h"
 #include "lockstep/core/error.h"
-#include "support/error_message.h"
+#include "support/messages.h"
 
 namespace lockstep::testing {
 namespace {
@@ -155,7 +155,7 @@ TEST(NcclFailure, APeersErrorReachesTheOthersThroughTheAbortNote) {
     TypedBuffer b(DType::i32, 1024);
     DeviceBuffer db(b, device);
     if (pg.rank() == 1) {  // fails before it makes any NCCL call
-      const std::string own = error_message<InvalidArgument>(
+      const std::string own = message_of<InvalidArgument>(
           [&] { pg.all_reduce(db.view(), {.op = ReduceOp::bor})->wait(); });
       EXPECT_TRUE(contains(own, "all_reduce #0")) << own;
       EXPECT_TRUE(contains(own, "reduce op bor is not available on the nccl backend")) << own;

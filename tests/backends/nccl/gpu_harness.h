@@ -15,6 +15,7 @@
 #include "lockstep/store/hash_store.h"
 #include "support/spawn.h"
 #include "support/typed_buffer.h"
+#include "support/messages.h"
 
 // Skips the test, saying why, unless this process sees at least n CUDA devices.
 #define LOCKSTEP_REQUIRE_GPUS(n)                                                       \
@@ -30,10 +31,6 @@ namespace lockstep::testing {
 
 inline int gpu_count() {
   return nccl::visible_gpu_count();
-}
-
-inline bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
 }
 
 // A device copy of a TypedBuffer on one GPU: upload() sends the host values, download() brings

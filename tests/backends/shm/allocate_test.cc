@@ -13,7 +13,7 @@
 #include "group/closed_forms.h"
 #include "lockstep/group/init.h"
 #include "shm_test_util.h"
-#include "support/error_message.h"
+#include "support/messages.h"
 #include "support/spawn.h"
 
 namespace lockstep::testing {

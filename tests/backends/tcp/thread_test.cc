@@ -14,13 +14,10 @@
 #include "lockstep/store/hash_store.h"
 #include "net/socket.h"
 #include "support/spawn.h"
+#include "support/messages.h"
 
 namespace lockstep::testing {
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 GroupConfig config_for(const std::string& name, int rank, int size, std::shared_ptr<Store> store,
                        std::chrono::milliseconds timeout = std::chrono::seconds(30)) {

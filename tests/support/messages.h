@@ -1,4 +1,5 @@
-// Error-path checks that look at the message, not only the exception's type.
+// Checks of messages: error paths that look at the message, not only the exception's type, and
+// text that must contain a part. One name for each, for every test.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,10 +10,14 @@
 
 namespace lockstep::testing {
 
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 // Runs fn, which must throw an E; returns its what(). Fails the test (and returns "") when fn
 // throws nothing; an exception of another type propagates to the test, which fails with it.
 template <class E, class Fn>
-std::string error_message(Fn&& fn) {
+std::string message_of(Fn&& fn) {
   try {
     fn();
   } catch (const E& e) {
@@ -25,7 +30,7 @@ std::string error_message(Fn&& fn) {
 // Expects fn to throw an E whose message contains every one of parts.
 template <class E, class Fn>
 void expect_error_naming(Fn&& fn, std::initializer_list<std::string> parts) {
-  const std::string message = error_message<E>(fn);
+  const std::string message = message_of<E>(fn);
   for (const std::string& part : parts)
     EXPECT_NE(message.find(part), std::string::npos)
         << "the message lacks '" << part << "': " << message;
