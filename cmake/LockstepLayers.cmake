@@ -2,17 +2,18 @@
 # headers and those of the layers it links (docs/architecture.md has the picture).
 #
 # lockstep_layer(<name> DIRS <folders of src/> [PUBLIC <folders of include/lockstep/>]
-#                [DEPS <layers>] (SOURCES <files> | VIEW_FOR <target>))
+#                [DEPS <layers>] (SOURCES <files> [COMPONENT] | VIEW_FOR <target>))
 #
 # makes the include view <build>/layers/<name>: symbolic links to the layer's own folders and to
 # those of every layer below it (DEPS, transitively), and nothing else. The layer's target
 # compiles with that view as its only project include directory, so an #include of a layer that
 # is not below it fails to compile. With SOURCES the target is the OBJECT library
-# lockstep_<name>, whose link list is DEPS (the objects end up in the lockstep archive). With
+# lockstep_<name>, whose link list is DEPS (the objects end up in the lockstep archive, or with
+# COMPONENT in an archive of their own, the optional component lockstep::<name>). With
 # VIEW_FOR it is an existing target above the library (lockstep_torch, the CLI, the Python
 # module), which links the lockstep archive itself.
 function(lockstep_layer name)
-  cmake_parse_arguments(L "" "VIEW_FOR" "DIRS;PUBLIC;DEPS;SOURCES" ${ARGN})
+  cmake_parse_arguments(L "COMPONENT" "VIEW_FOR" "DIRS;PUBLIC;DEPS;SOURCES" ${ARGN})
   set(src_dirs ${L_DIRS})
   set(pub_dirs ${L_PUBLIC})
   foreach(dep IN LISTS L_DEPS)
@@ -60,7 +61,11 @@ function(lockstep_layer name)
   foreach(dep IN LISTS L_DEPS)
     target_link_libraries(${target} PUBLIC lockstep_${dep})
   endforeach()
-  set_property(GLOBAL APPEND PROPERTY LOCKSTEP_LAYERS ${name})
+  if(L_COMPONENT)
+    set_property(GLOBAL APPEND PROPERTY LOCKSTEP_COMPONENT_LAYERS ${name})
+  else()
+    set_property(GLOBAL APPEND PROPERTY LOCKSTEP_LAYERS ${name})
+  endif()
 endfunction()
 
 # The layers' sources, in the folder's CMakeLists.txt: lockstep_sources(VAR a.cc b.cc ...) sets

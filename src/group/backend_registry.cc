@@ -4,14 +4,9 @@
 #include "backends/hier/hosts.h"
 #include "backends/shm/backend.h"
 #include "backends/tcp/backend.h"
-#ifdef LOCKSTEP_HAVE_NCCL
-#include "backends/nccl/backend.h"
-#endif
-#ifdef LOCKSTEP_HAVE_MPI
-#include "backends/mpi/backend.h"
-#endif
 #include "core/log.h"
 #include "group/backend_registry.h"
+#include "group/optional_backends.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep {
@@ -31,22 +26,18 @@ constexpr BackendEntry kBackends[] = {
 
 // Backends that need one process per rank under mpirun: named explicitly, never chosen by auto,
 // and not in backend_names() (the list the ranks-as-threads tests run). nccl is here too: it
-// needs CUDA buffers and a GPU per rank (auto uses it for CUDA buffers, docs/nccl.md).
-constexpr BackendEntry kProcessBackends[] = {
-#ifdef LOCKSTEP_HAVE_MPI
+// needs CUDA buffers and a GPU per rank (auto uses it for CUDA buffers, docs/nccl.md). Both are
+// optional components (group/optional_backends.h): make is null where the program lacks one.
+const BackendEntry kProcessBackends[] = {
     {"mpi", make_mpi_backend},
-#endif
-#ifdef LOCKSTEP_HAVE_NCCL
     {"nccl", make_nccl_backend},
-#endif
-    {nullptr, nullptr},
 };
 
 std::string known_names() {
   std::string names = "auto";
   for (const auto& b : kBackends) names += std::string(", ") + b.name;
   for (const auto& b : kProcessBackends)
-    if (b.name) names += std::string(", ") + b.name;
+    if (b.make) names += std::string(", ") + b.name;
   return names;
 }
 
@@ -74,7 +65,7 @@ std::vector<std::string> backend_names() {
 std::vector<std::string> all_backend_names() {
   std::vector<std::string> names = backend_names();
   for (const auto& b : kProcessBackends)
-    if (b.name) names.emplace_back(b.name);
+    if (b.make) names.emplace_back(b.name);
   return names;
 }
 
@@ -84,19 +75,22 @@ std::unique_ptr<Backend> create_backend(const GroupConfig& config) {
   for (const auto& b : kBackends) {
     if (name == b.name) {
       log_info("group '", config.name, "': backend ", name, " (", why, ")");
-#ifdef LOCKSTEP_HAVE_NCCL
       // Under auto, ops on CUDA buffers go to an nccl backend made on first use (docs/nccl.md).
-      if (config.backend == "auto") return route_device_buffers_to_nccl(b.make(config), config);
-#endif
+      if (config.backend == "auto" && route_device_buffers_to_nccl)
+        return route_device_buffers_to_nccl(b.make(config), config);
       return b.make(config);
     }
   }
   for (const auto& b : kProcessBackends) {
-    if (b.name && name == b.name) {
-      log_info("group '", config.name, "': rank ", config.rank, " of ", config.size, ", backend ",
-               name);
-      return b.make(config);
-    }
+    if (name != b.name) continue;
+    LOCKSTEP_ENFORCE(b.make, ConfigError, "group '", config.name, "': backend '", name,
+                     "' is an optional component that this program does not link. Build "
+                     "lockstep where ", name == std::string("mpi") ? "MPI" : "CUDA and NCCL",
+                     " are found, and link lockstep::", name,
+                     " (CMake: find_package(lockstep COMPONENTS ", name, "))");
+    log_info("group '", config.name, "': rank ", config.rank, " of ", config.size, ", backend ",
+             name);
+    return b.make(config);
   }
   throw ConfigError(detail::concat("unknown backend '", config.backend,
                                    "'; available: ", known_names()));

@@ -7,6 +7,7 @@
 #include "comm/group_config.h"
 #include "core/log.h"
 #include "group/attempt_scope.h"
+#include "group/optional_backends.h"
 #include "group/rendezvous_env.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/settings.h"
@@ -15,9 +16,6 @@
 #include "lockstep/store/prefix_store.h"
 #include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
-#ifdef LOCKSTEP_HAVE_MPI
-#include "backends/mpi/backend.h"
-#endif
 
 namespace lockstep {
 
@@ -59,16 +57,15 @@ std::shared_ptr<Store> open_store(const InitOptions& options, const EnvRendezvou
     return std::make_shared<FileStore>(FileStoreOptions{
         .path = options.init_method.substr(7), .world_size = rv.world_size, .timeout = timeout});
   }
-#ifdef LOCKSTEP_HAVE_MPI
-  // Under mpirun without MASTER_ADDR (rendezvous_env.cc leaves it empty), MPI finds the store.
-  if (rv.master_addr.empty())
+  // Under mpirun without MASTER_ADDR (rendezvous_env.cc leaves it empty), MPI finds the store,
+  // when the program links the mpi backend.
+  if (rv.master_addr.empty() && mpi::open_bootstrap_store)
     return mpi::open_bootstrap_store({.rank = rv.rank,
                                       .world_size = rv.world_size,
                                       .local_world_size = rv.local_world_size,
                                       .master_port = rv.master_port,
                                       .source = rv.source},
                                      timeout);
-#endif
   return scope_to_attempt(open_tcp_store(rv, env, timeout), env);
 }
 

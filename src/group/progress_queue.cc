@@ -42,7 +42,7 @@ ProgressQueue::~ProgressQueue() {
 
 WorkPtr ProgressQueue::push(Op op) {
   if (hooks_.recorder) op.record_id = hooks_.recorder->on_queued(op);
-  WorkPtr work = detail::WorkAccess::make(op.describe());
+  auto [work, completion] = detail::WorkAccess::make(op.describe());
   std::unique_lock<std::mutex> lock(mu_);
   // [Inline ops] With nothing queued or running, a small op on a low-latency backend runs on the
   // caller's thread: issue order is kept (the caller holds the group's issue lock), and the
@@ -50,13 +50,13 @@ WorkPtr ProgressQueue::push(Op op) {
   if (queue_.empty() && !running_op_ && backend_.prefers_inline(op)) {
     running_op_ = true;
     lock.unlock();
-    run_one(op, *work);
+    run_one(op, completion);
     lock.lock();
     running_op_ = false;
     idle_.notify_all();
     return work;
   }
-  queue_.emplace_back(std::move(op), work);
+  queue_.emplace_back(std::move(op), completion);
   lock.unlock();
   wake_.notify_one();
   return work;
@@ -73,6 +73,7 @@ bool ProgressQueue::broken() const {
 }
 
 void ProgressQueue::loop() {
+  detail::WorkAccess::mark_progress_thread();
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -81,14 +82,14 @@ void ProgressQueue::loop() {
     queue_.pop_front();
     running_op_ = true;
     lock.unlock();
-    run_one(op, *work);
+    run_one(op, work);
     lock.lock();
     running_op_ = false;
     if (queue_.empty()) idle_.notify_all();
   }
 }
 
-void ProgressQueue::run_one(const Op& op, Work& work) {
+void ProgressQueue::run_one(const Op& op, const detail::WorkCompletion& work) {
   std::exception_ptr cause;
   std::string cause_op;
   {

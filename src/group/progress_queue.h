@@ -17,6 +17,7 @@
 
 #include "comm/backend.h"
 #include "comm/op.h"
+#include "comm/work_access.h"
 #include "lockstep/comm/work.h"
 
 namespace lockstep {
@@ -49,14 +50,14 @@ class ProgressQueue {
 
  private:
   void loop();
-  void run_one(const Op& op, Work& work);
+  void run_one(const Op& op, const detail::WorkCompletion& work);
 
   Backend& backend_;
   QueueHooks hooks_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::condition_variable idle_;
-  std::deque<std::pair<Op, WorkPtr>> queue_;
+  std::deque<std::pair<Op, detail::WorkCompletion>> queue_;
   bool running_op_ = false;
   bool stop_ = false;
   std::exception_ptr broken_;  // the first failure

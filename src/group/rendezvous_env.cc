@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "group/optional_backends.h"
 #include "group/rendezvous_env.h"
 #include "lockstep/core/error.h"
 #include "lockstep/group/init.h"
@@ -114,14 +115,13 @@ void read_master(const EnvLookup& env, EnvRendezvous& out, Problems& problems) {
   } else if (auto nodes = env("SLURM_JOB_NODELIST") ? env("SLURM_JOB_NODELIST")
                                                      : env("SLURM_NODELIST")) {
     out.master_addr = first_slurm_host(*nodes);
-#ifdef LOCKSTEP_HAVE_MPI
-  } else if (out.source == "Open MPI") {
-    // mpirun without MASTER_ADDR: rank 0 hosts the store and tells the others its address over
-    // MPI (src/backends/mpi/backend.h, [MPI bootstrap]); MASTER_PORT is optional.
+  } else if (out.source == "Open MPI" && mpi::open_bootstrap_store) {
+    // mpirun without MASTER_ADDR, in a program that links the mpi backend: rank 0 hosts the store
+    // and tells the others its address over MPI (src/backends/mpi/backend.h, [MPI bootstrap]);
+    // MASTER_PORT is optional.
     out.master_port = 0;
     if (env("MASTER_PORT")) read_int(env, "MASTER_PORT", 0, out.master_port, problems, true);
     return;
-#endif
   } else {
     problems.add("MASTER_ADDR is not set (the host name or address of rank 0's machine)");
   }

@@ -91,10 +91,10 @@ TEST_P(BackendArgumentErrors, AreRaisedByTheCallAndLeaveTheGroupUsable) {
         std::vector<float> x(10, static_cast<float>(pg.rank()));
         if (pg.rank() == 1) {
           expect_error_naming<InvalidArgument>(
-              [&] { pg.all_reduce(view(x), {.algorithm = Algorithm::tree}); },
+              [&] { (void)pg.all_reduce(view(x), {.algorithm = Algorithm::tree}); },
               {"all_reduce #0: all_reduce runs ring, recursive_doubling or automatic, not tree"});
           expect_error_naming<InvalidArgument>(
-              [&] { pg.broadcast(view(x), {.algorithm = Algorithm::ring}); },
+              [&] { (void)pg.broadcast(view(x), {.algorithm = Algorithm::ring}); },
               {"broadcast #0: broadcast runs tree, chain or automatic, not ring"});
         }
         WorkPtr work = pg.all_reduce(view(x));

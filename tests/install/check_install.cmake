@@ -8,6 +8,8 @@
 # With BUILD_DIR (as CTest passes it) the existing build tree is brought up to date and installed,
 # which takes seconds; without it lockstep is configured and built from scratch, tests off.
 
+cmake_minimum_required(VERSION 3.25)
+
 foreach(var SOURCE_DIR WORK_DIR GENERATOR)
   if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
     message(FATAL_ERROR "check_install.cmake: pass -D${var}=...")
@@ -31,7 +33,17 @@ endfunction()
 
 if(DEFINED BUILD_DIR AND EXISTS "${BUILD_DIR}/CMakeCache.txt")
   set(lockstep_build "${BUILD_DIR}")
+  # Everything `cmake --install` installs: the core, the CLI and the components this build has.
+  file(READ "${BUILD_DIR}/lockstep_components.txt" components)
+  string(STRIP "${components}" components)
   set(targets lockstep lockstep_cli)
+  foreach(component IN LISTS components)
+    if(component STREQUAL "torch")
+      list(APPEND targets lockstep_torch)
+    else()
+      list(APPEND targets lockstep_${component}_backend)
+    endif()
+  endforeach()
   if(EXISTS "${lockstep_build}/python")  # the Python package is part of this build
     list(APPEND targets lockstep_python)
   endif()
@@ -67,6 +79,32 @@ if(NOT step_output MATCHES "lockstep consumer: ok")
   message(FATAL_ERROR "install check: the consumer ran but did not report success:\n${step_output}")
 endif()
 message(STATUS "install check: ${step_output}")
+
+# The core alone links no MPI, CUDA, NCCL or LibTorch library: those come with the components.
+run_step("listing the consumer's shared libraries" ldd "${consumer_build}/lockstep_consumer")
+string(REGEX MATCHALL "lib(mpi|open-pal|open-rte|nccl|cudart|cuda|torch|c10)[^ ]*" heavy
+  "${step_output}")
+if(heavy)
+  message(FATAL_ERROR "install check: a program that links only lockstep::lockstep links "
+                      "${heavy}:\n${step_output}")
+endif()
+
+# The torch component: a LibTorch program with lockstep::torch's DDP, built against the package.
+if("torch" IN_LIST components)
+  set(torch_build "${WORK_DIR}/torch-consumer-build")
+  file(REMOVE_RECURSE "${torch_build}")
+  run_step("configuring the LibTorch consumer project"
+    ${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/install/torch_consumer" -B "${torch_build}"
+      -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}"
+      -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+  run_step("building the LibTorch consumer project" ${CMAKE_COMMAND} --build "${torch_build}")
+  run_step("running the LibTorch consumer" "${torch_build}/lockstep_torch_consumer")
+  if(NOT step_output MATCHES "lockstep torch consumer: ok")
+    message(FATAL_ERROR "install check: the LibTorch consumer did not report success:\n${step_output}")
+  endif()
+  message(STATUS "install check: ${step_output}")
+  file(REMOVE_RECURSE "${torch_build}")
+endif()
 
 # The Python package, where built: installed under lib/python3.X/dist-packages (where Debian's
 # python3 looks under /usr/local), and importable from there, registering the backend.

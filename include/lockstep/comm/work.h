@@ -1,25 +1,39 @@
-// Work: the handle every collective returns. The op runs on the group's progress thread; the
+// Work: the handle every collective returns. The op runs on the group's progress thread (or, when
+// it is small and nothing else is queued, on the caller's thread before the call returns); the
 // caller overlaps its own work and then waits.
+//
+// [The rule] The buffers an op names belong to it until its Work completes: read or write them
+// only after wait() (or is_completed()) says so. `pg.all_reduce(view(x))->wait()` is the
+// synchronous call (torch.distributed's default). A call may block until its peers arrive, so
+// every rank must issue the collectives of all its groups in the same order: two ranks that use
+// two groups in opposite orders may wait for each other forever (LOCKSTEP_DEBUG=DETAIL detects
+// it and names both). Whether an op runs inline or on the progress thread never changes what a
+// program that keeps these rules sees.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <vector>
 
 namespace lockstep {
 
 namespace detail {
+struct WorkState;   // shared by the handle and the thread that runs the op (src/comm/work.cc)
 struct WorkAccess;  // the completion side, for the group's progress thread (src/comm/work_access.h)
-}
+}  // namespace detail
 
 class Work {
  public:
   static constexpr std::chrono::milliseconds kOpTimeout{-1};
+
+  // [Dropped handles] Destroying the last handle of an op that is still in flight waits for the
+  // op to finish (as the future of std::async does), so that the buffers it names are never used
+  // after the caller has let them go. Errors are not rethrown: call wait() to see them.
+  ~Work();
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
 
   // Whether the op has finished, successfully or not. Never blocks.
   bool is_completed() const;
@@ -30,7 +44,7 @@ class Work {
   // The op's error once it has failed; null while running or after success.
   std::exception_ptr exception() const;
   // "all_reduce #12 (f32 x 1000, sum)".
-  const std::string& description() const { return description_; }
+  const std::string& description() const;
 
   // Runs fn(error) once the op has finished (error is null on success): at once, on this thread,
   // when it already has; otherwise on the thread that completes it (the group's progress thread,
@@ -40,16 +54,9 @@ class Work {
 
  private:
   friend struct detail::WorkAccess;
-  explicit Work(std::string description) : description_(std::move(description)) {}
-  // Called once, by the thread that ran the op.
-  void complete(std::exception_ptr error);
+  explicit Work(std::shared_ptr<detail::WorkState> state);
 
-  std::string description_;
-  mutable std::mutex mu_;
-  std::condition_variable done_cv_;
-  bool done_ = false;
-  std::exception_ptr error_;
-  std::vector<std::function<void(std::exception_ptr)>> callbacks_;
+  std::shared_ptr<detail::WorkState> state_;
 };
 
 using WorkPtr = std::shared_ptr<Work>;

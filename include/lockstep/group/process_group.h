@@ -61,43 +61,53 @@ class ProcessGroup {
   const GroupConfig& config() const;
 
   // Sends root's buffer to every rank's buffer.
-  WorkPtr broadcast(BufferView buffer, const BroadcastOptions& options = {});
+  [[nodiscard]] WorkPtr broadcast(BufferView buffer, const BroadcastOptions& options = {});
   // Reduces every rank's buffer elementwise; every rank gets the result (in place).
-  WorkPtr all_reduce(BufferView buffer, const AllReduceOptions& options = {});
+  [[nodiscard]] WorkPtr all_reduce(BufferView buffer, const AllReduceOptions& options = {});
   // Out of place: output gets the reduction of every rank's input; input is untouched.
-  WorkPtr all_reduce(ConstBufferView input, BufferView output, const AllReduceOptions& options = {});
+  [[nodiscard]] WorkPtr all_reduce(ConstBufferView input, BufferView output,
+                                   const AllReduceOptions& options = {});
   // Like all_reduce, but only root's output gets the result. Non-root outputs are untouched
   // (and may be empty views). In place: pass the same buffer twice.
-  WorkPtr reduce(ConstBufferView input, BufferView output, const ReduceOptions& options = {});
+  [[nodiscard]] WorkPtr reduce(ConstBufferView input, BufferView output,
+                               const ReduceOptions& options = {});
   // output = concatenation of every rank's input, in rank order; output.count = size * input.count.
   // In place: input may be this rank's slot of output.
-  WorkPtr all_gather(ConstBufferView input, BufferView output, const AllGatherOptions& options = {});
+  [[nodiscard]] WorkPtr all_gather(ConstBufferView input, BufferView output,
+                                   const AllGatherOptions& options = {});
   // Uneven all_gather: counts[r] elements from rank r; input.count == counts[rank];
   // output.count == sum(counts).
-  WorkPtr all_gather_v(ConstBufferView input, BufferView output, std::span<const size_t> counts,
-                       const AllGatherOptions& options = {});
+  [[nodiscard]] WorkPtr all_gather_v(ConstBufferView input, BufferView output,
+                                     std::span<const size_t> counts,
+                                     const AllGatherOptions& options = {});
   // root's output = concatenation of every rank's input. Non-root outputs are ignored.
-  WorkPtr gather(ConstBufferView input, BufferView output, const GatherOptions& options = {});
-  WorkPtr gather_v(ConstBufferView input, BufferView output, std::span<const size_t> counts,
-                   const GatherOptions& options = {});
+  [[nodiscard]] WorkPtr gather(ConstBufferView input, BufferView output,
+                               const GatherOptions& options = {});
+  [[nodiscard]] WorkPtr gather_v(ConstBufferView input, BufferView output,
+                                 std::span<const size_t> counts, const GatherOptions& options = {});
   // Rank r's output = slot r of root's input. Non-root inputs are ignored.
-  WorkPtr scatter(ConstBufferView input, BufferView output, const ScatterOptions& options = {});
-  WorkPtr scatter_v(ConstBufferView input, BufferView output, std::span<const size_t> counts,
-                    const ScatterOptions& options = {});
+  [[nodiscard]] WorkPtr scatter(ConstBufferView input, BufferView output,
+                                const ScatterOptions& options = {});
+  [[nodiscard]] WorkPtr scatter_v(ConstBufferView input, BufferView output,
+                                  std::span<const size_t> counts,
+                                  const ScatterOptions& options = {});
   // Reduces every rank's input (size * output.count elements); rank r's output gets slot r.
-  WorkPtr reduce_scatter(ConstBufferView input, BufferView output,
-                         const ReduceScatterOptions& options = {});
+  [[nodiscard]] WorkPtr reduce_scatter(ConstBufferView input, BufferView output,
+                                       const ReduceScatterOptions& options = {});
   // Uneven: input.count == sum(counts); output.count == counts[rank].
-  WorkPtr reduce_scatter_v(ConstBufferView input, BufferView output, std::span<const size_t> counts,
-                           const ReduceScatterOptions& options = {});
+  [[nodiscard]] WorkPtr reduce_scatter_v(ConstBufferView input, BufferView output,
+                                         std::span<const size_t> counts,
+                                         const ReduceScatterOptions& options = {});
   // Slot j of rank i's input goes to slot i of rank j's output. Both are size * k elements.
-  WorkPtr all_to_all(ConstBufferView input, BufferView output, const AllToAllOptions& options = {});
+  [[nodiscard]] WorkPtr all_to_all(ConstBufferView input, BufferView output,
+                                   const AllToAllOptions& options = {});
   // send_counts[j] elements go to rank j; recv_counts[i] come from rank i. Every pair must agree:
   // rank i's send_counts[j] == rank j's recv_counts[i].
-  WorkPtr all_to_all_v(ConstBufferView input, std::span<const size_t> send_counts, BufferView output,
-                       std::span<const size_t> recv_counts, const AllToAllOptions& options = {});
+  [[nodiscard]] WorkPtr all_to_all_v(ConstBufferView input, std::span<const size_t> send_counts,
+                                     BufferView output, std::span<const size_t> recv_counts,
+                                     const AllToAllOptions& options = {});
   // Completes once every rank has entered it.
-  WorkPtr barrier(const BarrierOptions& options = {});
+  [[nodiscard]] WorkPtr barrier(const BarrierOptions& options = {});
   // Blocks until every rank has called it, or throws TimeoutError naming every rank that did not
   // arrive within timeout (kGroupTimeout: the group's timeout). Collective. It goes through the
   // store, not the data path, and does not wait for queued ops: call it where every rank should
@@ -106,8 +116,8 @@ class ProcessGroup {
   void monitored_barrier(std::chrono::milliseconds timeout = kGroupTimeout);
   // Point to point. Per pair of ranks, sends and recvs match in issue order and must agree on the
   // tag and size. Not collective.
-  WorkPtr send(ConstBufferView input, int dst, const P2POptions& options = {});
-  WorkPtr recv(BufferView output, int src, const P2POptions& options = {});
+  [[nodiscard]] WorkPtr send(ConstBufferView input, int dst, const P2POptions& options = {});
+  [[nodiscard]] WorkPtr recv(BufferView output, int src, const P2POptions& options = {});
 
   // `bytes` of memory for this rank's collective buffers that the group's peers can reach directly
   // where the backend allows (shm: a shared-memory segment every rank maps; large collectives

@@ -75,6 +75,11 @@ class MpiBackend final : public BackendBase {
 
 }  // namespace
 
+// Its strong references pull in everything the core reaches through weak ones.
+extern "C" void lockstep_link_mpi_backend() {
+  [[maybe_unused]] volatile auto bootstrap = &mpi::open_bootstrap_store;
+}
+
 std::unique_ptr<Backend> make_mpi_backend(const GroupConfig& config) {
   return std::make_unique<MpiBackend>(config);
 }

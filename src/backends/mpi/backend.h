@@ -8,9 +8,14 @@
 #include <string>
 
 #include "comm/backend.h"
+#include "comm/job_place.h"
 #include "lockstep/store/store.h"
 
 namespace lockstep {
+
+// Defined in backend.cc: the symbol the lockstep::mpi component's link forces in
+// (group/optional_backends.h).
+extern "C" void lockstep_link_mpi_backend();
 
 // Creates the group's communicator (collective over the members, within config.timeout; see
 // mpi/communicator.h). Initialises MPI on first use. Throws ConfigError when the ranks are not
@@ -24,13 +29,6 @@ namespace mpi {
 // every other rank its address (127.0.0.1 when the whole job is on one host, else rank 0's host
 // name). Collective over MPI_COMM_WORLD. Throws ConfigError when the place's rank or world size
 // is not MPI's, TimeoutError when the broadcast does not complete within timeout.
-struct JobPlace {
-  int rank = -1;
-  int world_size = -1;
-  int local_world_size = -1;  // -1: unknown
-  int master_port = -1;       // -1: any free port
-  std::string source;         // where rank and world size came from ("Open MPI", ...)
-};
 std::shared_ptr<Store> open_bootstrap_store(const JobPlace& rv, std::chrono::milliseconds timeout);
 
 }  // namespace mpi

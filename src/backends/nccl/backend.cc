@@ -166,6 +166,8 @@ class DeviceRouter final : public Backend {
 
 }  // namespace
 
+extern "C" void lockstep_link_nccl_backend() {}
+
 std::unique_ptr<Backend> make_nccl_backend(const GroupConfig& config) {
   return std::make_unique<NcclBackend>(config, current_device(config),
                                        Deadline::after(config.timeout));

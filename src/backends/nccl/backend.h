@@ -8,6 +8,10 @@
 
 namespace lockstep {
 
+// Defined in backend.cc: the symbol the lockstep::nccl component's link forces in
+// (group/optional_backends.h).
+extern "C" void lockstep_link_nccl_backend();
+
 // backend "nccl": binds the group to the CUDA device current on the calling thread (set it from
 // LOCAL_RANK first) and creates the communicator. Collective over the group, within
 // config.timeout. Throws ConfigError when no GPU is visible or when ranks on one host picked one

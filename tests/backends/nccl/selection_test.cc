@@ -71,7 +71,7 @@ TEST(NcclSelection, AutoWithoutGpuRefusesCudaBuffersAndStaysUsable) {
         std::vector<float> v(8, 1.0f);
         BufferView tagged{v.data(), v.size(), DType::f32, Device::cuda(0)};
         try {
-          pg.all_reduce(tagged);
+          (void)pg.all_reduce(tagged);
           FAIL() << "expected InvalidArgument";
         } catch (const InvalidArgument& e) {
           EXPECT_TRUE(contains(e.what(), "all_reduce: rank " + std::to_string(pg.rank()) +
