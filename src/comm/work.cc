@@ -4,7 +4,9 @@
 #include <mutex>
 #include <vector>
 
+#include "comm/failure.h"
 #include "comm/work_access.h"
+#include "core/log.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep {
@@ -19,7 +21,21 @@ struct WorkState {
   bool done = false;
   std::exception_ptr error;
   std::vector<std::function<void(std::exception_ptr)>> callbacks;
+  bool observed = false;       // someone saw the outcome: wait, exception() or a callback
+  bool handle_alive = true;    // the caller's Work still exists
 };
+
+namespace {
+
+// [Errors once] An op's error reaches the caller through wait() (or exception(), or a callback),
+// and is not logged as well. Only an error nobody can see any more, of an op whose handle was
+// dropped unobserved, is logged, once.
+void log_unobserved(const WorkState& s) {
+  log_line(LogLevel::error, detail::concat(what_of(s.error), " (the error of ", s.description,
+                                           ", whose Work was dropped without wait())"));
+}
+
+}  // namespace
 
 namespace {
 thread_local bool on_progress_thread = false;
@@ -37,6 +53,8 @@ void WorkAccess::complete(const WorkCompletion& s, std::exception_ptr error) {
     s->error = std::move(error);
     s->done = true;
     callbacks.swap(s->callbacks);
+    if (!callbacks.empty()) s->observed = true;
+    if (s->error && !s->handle_alive && !s->observed) log_unobserved(*s);
   }
   s->done_cv.notify_all();
   for (auto& fn : callbacks) fn(s->error);
@@ -49,10 +67,14 @@ void WorkAccess::mark_progress_thread() { on_progress_thread = true; }
 Work::Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
 
 Work::~Work() {
-  if (detail::on_progress_thread) return;
-  // The progress thread completes every op by its deadline, so this wait is bounded too.
   std::unique_lock<std::mutex> lock(state_->mu);
-  state_->done_cv.wait(lock, [&] { return state_->done; });
+  // On a progress thread the op may be one this thread has yet to run: complete() logs its error.
+  if (!detail::on_progress_thread) {
+    // The progress thread completes every op by its deadline, so this wait is bounded too.
+    state_->done_cv.wait(lock, [&] { return state_->done; });
+  }
+  state_->handle_alive = false;
+  if (state_->done && state_->error && !state_->observed) detail::log_unobserved(*state_);
 }
 
 bool Work::is_completed() const {
@@ -73,11 +95,13 @@ void Work::wait(std::chrono::milliseconds timeout) {
                                       " ms of Work::wait (the op itself continues until its own "
                                       "deadline)"));
   }
+  state_->observed = true;
   if (state_->error) std::rethrow_exception(state_->error);
 }
 
 std::exception_ptr Work::exception() const {
   std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->done) state_->observed = true;
   return state_->error;
 }
 
@@ -90,6 +114,7 @@ void Work::on_complete(std::function<void(std::exception_ptr)> fn) {
       return;
     }
     error = state_->error;
+    state_->observed = true;
   }
   fn(error);
 }

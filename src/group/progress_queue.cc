@@ -2,7 +2,6 @@
 
 #include "comm/failure.h"
 #include "comm/work_access.h"
-#include "core/log.h"
 #include "debug/flight_recorder.h"
 #include "lockstep/core/error.h"
 
@@ -121,7 +120,7 @@ void ProgressQueue::run_one(const Op& op, const detail::WorkCompletion& work) {
       broken_ = error;
       broken_op_ = op.name();
     }
-    log_line(LogLevel::error, what_of(error));
+    // Not logged here: the caller sees it through its Work ([Errors once] in comm/work.cc).
     backend_.abort(what_of(error));
     detail::WorkAccess::complete(work, error);
   }

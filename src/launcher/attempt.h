@@ -18,16 +18,26 @@ struct RankExit {
   pid_t pid = -1;
   int exit_code = 0;                           // when signal == 0
   int signal = 0;                              // the signal that killed it; 0 if it exited
-  bool stopped_by_launcher = false;            // the launcher had signalled it before it ended
+  // The launcher had signalled it before it ended, and it ended by that signal or by exiting: a
+  // rank that crashed or aborted itself (SIGABRT, SIGSEGV, ...) did so on its own even then.
+  bool stopped_by_launcher = false;
   std::chrono::system_clock::time_point time;  // when the launcher saw it end
   std::vector<std::string> stderr_tail;        // its last stderr lines
   std::string headline;    // what it died of, e.g. a Python exception line with its frame
   std::string error_file;  // TORCHELASTIC_ERROR_FILE, when @record wrote it
 
   bool failed() const { return signal != 0 || exit_code != 0; }
+  // Whether the signal that killed it is one a process raises on itself (abort(), a crash), never
+  // one the launcher sends.
+  bool died_by_itself() const;
   // The launcher's exit code for this failure: the exit code, or 128 + signal.
   int status_code() const { return signal != 0 ? 128 + signal : exit_code; }
 };
+
+// What a C++ rank died of, from its last stderr lines: "uncaught <type>: <what()>" when
+// std::terminate reported an uncaught exception there ("terminate called after throwing an
+// instance of ..."), else "".
+std::string uncaught_exception(const std::vector<std::string>& stderr_tail);
 
 // What the ranks' own diagnoses say about a hang: the ranks that timed out in a collective name
 // those that never entered it (src/debug/status_keys.h, blame keys).

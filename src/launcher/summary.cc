@@ -29,6 +29,10 @@ std::string format_time(std::chrono::system_clock::time_point t) {
 
 std::string how_it_ended(const RankExit& exit) {
   if (exit.signal == 0) return "exited with code " + std::to_string(exit.exit_code);
+  if (exit.signal == SIGABRT)
+    return "was killed by SIGABRT (it aborted itself: an uncaught exception or a failed "
+           "assertion)";
+  if (exit.died_by_itself()) return "was killed by " + signal_name(exit.signal) + " (it crashed)";
   return "was killed by " + signal_name(exit.signal);
 }
 

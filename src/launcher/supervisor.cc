@@ -119,6 +119,7 @@ void Supervisor::describe(RankExit& exit) const {
   if (error) exit.error_file = slot.error_file;
   if (!error) error = slot.output->python_error();
   if (error) exit.headline = error->headline();
+  if (exit.headline.empty()) exit.headline = uncaught_exception(exit.stderr_tail);
 }
 
 // Waits up to `wait` for output or a signal, and routes whatever output is there.
@@ -171,8 +172,8 @@ void Supervisor::on_exit(size_t index, int status) {
                 .pid = slot.pid,
                 .exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0,
                 .signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0,
-                .stopped_by_launcher = slot.signalled,
                 .time = std::chrono::system_clock::now()};
+  exit.stopped_by_launcher = slot.signalled && !exit.died_by_itself();
   if (!exit.failed()) return;
   if (!stopping_) {
     root_slot_ = static_cast<int>(index);

@@ -10,7 +10,12 @@
 //              element i must equal (i + 1) * W * (W + 1) / 2.
 //   stall      three all_reduces; the last rank sleeps 60 s before its third, so the others time
 //              out in it (with LOCKSTEP_TIMEOUT set low) and the launcher stops the sleeper.
+//   uncaught   every rank meets the others in the store; then rank 1 dies of an uncaught
+//              exception, and every other rank waits for the launcher's SIGTERM and then dies of
+//              an uncaught exception of its own (a rank that aborts while being stopped).
 #include <gtest/gtest.h>
+
+#include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "lockstep/core/error.h"
 #include "lockstep/group/init.h"
 #include "lockstep/store/tcp_store.h"
 
@@ -71,6 +77,25 @@ void stall_before_third() {
   std::printf("NO_STALL rank=%d\n", group->rank());
 }
 
+// Throws on a thread of its own, so that nothing catches it: std::terminate, then SIGABRT.
+[[noreturn]] void die_uncaught(const std::string& what) {
+  std::thread([what] { throw NetworkError(what); }).join();
+  std::abort();  // not reached
+}
+
+void uncaught() {
+  const int rank = env_int("RANK");
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  if (rank != 1) pthread_sigmask(SIG_BLOCK, &term, nullptr);  // before anyone can fail
+  meet_in_store();
+  if (rank == 1) die_uncaught("boom from rank 1");
+  int sig = 0;
+  sigwait(&term, &sig);
+  die_uncaught("rank " + std::to_string(rank) + " gave up when stopped");
+}
+
 TEST(LauncherChild, DISABLED_Main) {
   const char* mode = std::getenv("LOCKSTEP_LAUNCHER_TEST_CHILD");
   ASSERT_NE(mode, nullptr) << "runs only as a rank started by the launcher tests";
@@ -81,6 +106,8 @@ TEST(LauncherChild, DISABLED_Main) {
     all_reduce_check();
   else if (m == "stall")
     stall_before_third();
+  else if (m == "uncaught")
+    uncaught();
   else
     FAIL() << "unknown LOCKSTEP_LAUNCHER_TEST_CHILD mode " << m;
   std::fflush(stdout);

@@ -30,7 +30,9 @@ class Work {
 
   // [Dropped handles] Destroying the last handle of an op that is still in flight waits for the
   // op to finish (as the future of std::async does), so that the buffers it names are never used
-  // after the caller has let them go. Errors are not rethrown: call wait() to see them.
+  // after the caller has let them go. Errors are not rethrown from here: an op's error reaches the
+  // caller once, through wait(), exception() or an on_complete callback, and only the error of an
+  // op whose handle was dropped before anyone looked is logged (once) instead.
   ~Work();
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
