@@ -1,4 +1,4 @@
-# Doxygen input filter for lockstep's public headers (docs/doxygen/Doxyfile.in: INPUT_FILTER).
+# Doxygen input filter for lockstep's public headers (docs/doxygen/Doxyfile.in: FILTER_PATTERNS).
 #
 # The headers document their API in plain // comments, which doxygen ignores. This filter turns
 # them into doxygen comments on the fly, without changing the headers:
