@@ -249,9 +249,10 @@ std::string bench_usage() {
       op_names(),
       "\n"
       "                     (default all_reduce)\n"
-      "  --backend LIST     auto (default: the best for where the ranks are), tcp, shm or mpi\n"
-      "                     (mpi: under mpirun); several, comma separated (shm,tcp,mpi), time\n"
-      "                     each row on every one and print them side by side\n"
+      "  --backend LIST     auto (default: the best for where the ranks are), tcp, shm, hier\n"
+      "                     (shm within each host, tcp between hosts) or mpi (under mpirun);\n"
+      "                     several, comma separated (shm,tcp,mpi), time each row on every one\n"
+      "                     and print them side by side\n"
       "  --dtype NAME       f32 (default), f64, f16, bf16, i8, u8, i32, i64, bool\n"
       "  --reduce-op NAME   sum (default), avg, prod, min, max, band, bor, bxor\n"
       "  --root R           root of broadcast, reduce, gather and scatter (default 0)\n"

@@ -6,9 +6,9 @@
 // only after wait() (or is_completed()) says so. `pg.all_reduce(view(x))->wait()` is the
 // synchronous call (torch.distributed's default). A call may block until its peers arrive, so
 // every rank must issue the collectives of all its groups in the same order: two ranks that use
-// two groups in opposite orders may wait for each other forever (LOCKSTEP_DEBUG=DETAIL detects
-// it and names both). Whether an op runs inline or on the progress thread never changes what a
-// program that keeps these rules sees.
+// two groups in opposite orders may wait for each other until the ops' deadlines (a TimeoutError
+// naming the ranks each waited for). Whether an op runs inline or on the progress thread never
+// changes what a program that keeps these rules sees.
 #pragma once
 
 #include <chrono>

@@ -23,9 +23,9 @@ struct InitOptions {
   int rank = -1;        // -1: from the environment
   int world_size = -1;  // -1: from the environment
   // An existing store (e.g. a HashStore shared by threads); rank and world_size are then required.
-  std::shared_ptr<Store> store;
+  std::shared_ptr<Store> store{};
   // Deadline of the rendezvous and default timeout of every op. Default: LOCKSTEP_TIMEOUT.
-  std::optional<std::chrono::milliseconds> timeout;
+  std::optional<std::chrono::milliseconds> timeout{};
   // Name of the default group; threads sharing one store as separate jobs need distinct names.
   std::string group_name = "default";
 };

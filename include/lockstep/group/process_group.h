@@ -2,12 +2,17 @@
 //
 // Collective contract: every member calls the same collectives in the same order, with matching
 // arguments (the same count, dtype, root and reduce op; for _v variants the same counts array).
-// A rank that breaks this gets a MismatchError naming both ranks and both calls, never garbage.
+// A rank that breaks this gets a MismatchError naming both ranks and both calls, never garbage,
+// as soon as two calls that meet differ. (A rank that skips a call is met by its next one: if that
+// one is identical, the two pair up, and the error comes at the first later call that differs,
+// or as a TimeoutError.)
 //
 // Asynchrony: each call validates its arguments on the calling thread (throwing InvalidArgument
 // before any communication, leaving the group usable), then queues the op and returns a Work.
-// Ops run on the group's progress thread in issue order. Buffers must stay valid and untouched
-// until the Work completes.
+// Ops run in issue order on the group's progress thread; a small one (up to 64 KiB, never a recv)
+// with nothing queued before it runs on the calling thread instead, and the call blocks until its
+// peers arrive. Buffers must stay valid and untouched until the Work completes: [The rule] in
+// lockstep/comm/work.h says what a program may rely on either way.
 //
 // Failure: a peer that dies, closes its connection or disagrees about an op fails the op with
 // NetworkError or MismatchError naming it. After such an error the group is broken: queued and
@@ -35,7 +40,7 @@ namespace lockstep {
 struct GroupConfig;
 
 struct NewGroupOptions {
-  std::string backend;  // empty: the parent's backend
+  std::string backend{};  // empty: the parent's backend
   std::chrono::milliseconds timeout = kGroupTimeout;
 };
 

@@ -181,7 +181,7 @@ struct DistributedLoaderOptions {
   size_t batch_size = 64;  // per rank
   // Worker threads that prepare batches ahead; 0 prepares them on the calling thread.
   size_t workers = 0;
-  DistributedSamplerOptions sampler;
+  DistributedSamplerOptions sampler{};
 };
 
 // A LibTorch data loader over this rank's shard of `dataset`, e.g.

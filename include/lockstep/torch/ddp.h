@@ -100,7 +100,7 @@ struct DdpOptions {
   // the next synchronised backward.
   bool gradient_as_bucket_view = false;
   // How a bucket is averaged (comm_hooks.h). Empty: allreduce_hook().
-  CommHook comm_hook;
+  CommHook comm_hook{};
   // Deadline of every collective DDP issues; kGroupTimeout: the group's timeout.
   std::chrono::milliseconds timeout = kGroupTimeout;
 };
