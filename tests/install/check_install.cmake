@@ -31,6 +31,15 @@ function(run_step what)
   set(step_output "${out}" PARENT_SCOPE)
 endfunction()
 
+# run_consumer(<what> <program> <success line>): runs the program, which must print the line.
+function(run_consumer what program success)
+  run_step("running ${what}" "${program}")
+  if(NOT step_output MATCHES "${success}")
+    message(FATAL_ERROR "install check: ${what} ran but did not report success:\n${step_output}")
+  endif()
+  message(STATUS "install check: ${step_output}")
+endfunction()
+
 if(DEFINED BUILD_DIR AND EXISTS "${BUILD_DIR}/CMakeCache.txt")
   set(lockstep_build "${BUILD_DIR}")
   # Everything `cmake --install` installs: the core, the CLI and the components this build has.
@@ -74,11 +83,7 @@ if(NOT at EQUAL 0)
 endif()
 
 run_step("building the consumer project" ${CMAKE_COMMAND} --build "${consumer_build}")
-run_step("running the consumer" "${consumer_build}/lockstep_consumer")
-if(NOT step_output MATCHES "lockstep consumer: ok")
-  message(FATAL_ERROR "install check: the consumer ran but did not report success:\n${step_output}")
-endif()
-message(STATUS "install check: ${step_output}")
+run_consumer("the consumer" "${consumer_build}/lockstep_consumer" "lockstep consumer: ok")
 
 # The core alone links no MPI, CUDA, NCCL or LibTorch library: those come with the components.
 run_step("listing the consumer's shared libraries" ldd "${consumer_build}/lockstep_consumer")
@@ -98,11 +103,8 @@ if("torch" IN_LIST components)
       -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}"
       -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
   run_step("building the LibTorch consumer project" ${CMAKE_COMMAND} --build "${torch_build}")
-  run_step("running the LibTorch consumer" "${torch_build}/lockstep_torch_consumer")
-  if(NOT step_output MATCHES "lockstep torch consumer: ok")
-    message(FATAL_ERROR "install check: the LibTorch consumer did not report success:\n${step_output}")
-  endif()
-  message(STATUS "install check: ${step_output}")
+  run_consumer("the LibTorch consumer" "${torch_build}/lockstep_torch_consumer"
+    "lockstep torch consumer: ok")
   file(REMOVE_RECURSE "${torch_build}")
 endif()
 

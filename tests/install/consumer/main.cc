@@ -5,11 +5,11 @@
 #include <lockstep/group/init.h>
 #include <lockstep/store/hash_store.h>
 
+#include "run_ranks.h"
+
 #include <chrono>
 #include <cstdio>
-#include <exception>
 #include <memory>
-#include <thread>
 #include <vector>
 
 namespace {
@@ -63,28 +63,11 @@ int run_rank(int rank, const std::shared_ptr<lockstep::Store>& store) {
 int main() {
   auto store = std::make_shared<lockstep::HashStore>();
   int wrong[kWorldSize] = {};
-  std::exception_ptr errors[kWorldSize];
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < kWorldSize; ++r)
-    ranks.emplace_back([&, r] {
-      try {
-        wrong[r] = run_rank(r, store);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : ranks) t.join();
+  if (!run_ranks("lockstep consumer", kWorldSize, [&](int r) { wrong[r] = run_rank(r, store); }))
+    return 1;
   for (int r = 0; r < kWorldSize; ++r) {
-    if (errors[r]) {
-      try {
-        std::rethrow_exception(errors[r]);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "lockstep consumer: rank %d failed: %s\n", r, e.what());
-      }
-      return 1;
-    }
     if (wrong[r] != 0) {
-      std::fprintf(stderr, "lockstep consumer: rank %d: %d of %zu sums wrong\n", r, wrong[r],
+      std::fprintf(stderr, "lockstep consumer: rank %d: %d of %zu checks wrong\n", r, wrong[r],
                    kCount);
       return 1;
     }

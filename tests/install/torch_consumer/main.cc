@@ -5,9 +5,9 @@
 #include <lockstep/torch/ddp.h>
 #include <torch/torch.h>
 
+#include "run_ranks.h"
+
 #include <cstdio>
-#include <exception>
-#include <thread>
 #include <vector>
 
 namespace {
@@ -47,32 +47,21 @@ int main() {
 
   auto store = std::make_shared<lockstep::HashStore>();
   std::vector<torch::Tensor> weights(kWorldSize);
-  std::exception_ptr errors[kWorldSize];
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < kWorldSize; ++r)
-    ranks.emplace_back([&, r] {
-      try {
-        auto group = lockstep::init_process_group(
-            {.backend = "tcp", .rank = r, .world_size = kWorldSize, .store = store});
-        auto model = make_model();
-        lockstep::torch::DistributedDataParallel ddp(model, group);
-        auto [x, y] = batch(r);
-        step(*model, [&](torch::Tensor in) { return ddp(in); }, x, y);
-        weights[r] = model->weight.detach().clone();
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : ranks) t.join();
+  // Made here, one after the other: manual_seed and the initialisation share LibTorch's one
+  // generator, which the rank threads would race on.
+  std::vector<torch::nn::Linear> models;
+  for (int r = 0; r < kWorldSize; ++r) models.push_back(make_model());
+  const bool ran = run_ranks("lockstep torch consumer", kWorldSize, [&](int r) {
+    auto group = lockstep::init_process_group(
+        {.backend = "tcp", .rank = r, .world_size = kWorldSize, .store = store});
+    torch::nn::Linear model = models[static_cast<size_t>(r)];
+    lockstep::torch::DistributedDataParallel ddp(model, group);
+    auto [x, y] = batch(r);
+    step(*model, [&](torch::Tensor in) { return ddp(in); }, x, y);
+    weights[r] = model->weight.detach().clone();
+  });
+  if (!ran) return 1;
   for (int r = 0; r < kWorldSize; ++r) {
-    if (errors[r]) {
-      try {
-        std::rethrow_exception(errors[r]);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "lockstep torch consumer: rank %d failed: %s\n", r, e.what());
-      }
-      return 1;
-    }
     if (!torch::allclose(weights[r], reference->weight, 1e-5, 1e-6)) {
       std::fprintf(stderr, "lockstep torch consumer: rank %d's weights differ from the reference\n",
                    r);
