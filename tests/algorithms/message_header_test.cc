@@ -1,14 +1,12 @@
 // The header check: which differences it reports, and that each message names both ranks, the
 // op, both values and a fix.
 #include "algorithms/message_header.h"
+#include "support/messages.h"
 
 #include <gtest/gtest.h>
 
 namespace lockstep {
 namespace {
-
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
 
 Op all_reduce_op(size_t count, uint64_t seq = 12) {
   Op op;

@@ -12,10 +12,12 @@
 #include "harness.h"
 #include "lockstep/core/error.h"
 #include "support/spawn.h"
+#include "support/messages.h"
 
 namespace lockstep::ddp {
 namespace {
 
+using lockstep::testing::count_of;
 using lockstep::testing::spawn_groups;
 using testing::float_params;
 using testing::VectorGrads;
@@ -199,11 +201,6 @@ TEST(Reducer, UnusedParametersAreReducedAsZeroOrLeftUntouchedWhenNoRankUsedThem)
   });
 }
 
-size_t count_of(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) n++;
-  return n;
-}
 
 TEST(Reducer, NamesEachUnusedParameterOnceInAWarning) {
   std::vector<ParamSpec> params = {{"encoder.weight", 4, DType::f32},

@@ -53,11 +53,6 @@ class ChildJob {
   std::vector<Child> children_;
 };
 
-inline size_t count_of(const std::string& text, const std::string& part) {
-  size_t n = 0;
-  for (size_t p = text.find(part); p != std::string::npos; p = text.find(part, p + 1)) ++n;
-  return n;
-}
 
 // In a child: prints a line and flushes, so the parent sees it even if the child dies next.
 inline void say(const std::string& line) {

@@ -17,18 +17,12 @@
 
 #include "debug/watchdog.h"
 #include "lockstep/store/hash_store.h"
+#include "support/temp_dir.h"
 
 namespace lockstep::debug {
 namespace {
 
-struct TempDir {
-  TempDir() {
-    std::string pattern = "/tmp/lockstep-signal-dump-XXXXXX";
-    path = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string path;
-};
+using lockstep::testing::TempDir;
 
 // Forks a child that runs `setup`, starts two groups' watchdogs, says it is ready on a pipe and
 // waits for signals. Sends it SIGTERM once ready and returns its wait status.
@@ -69,22 +63,22 @@ std::vector<std::string> dumps_in(const std::string& dir) {
 
 TEST(SignalDump, SigtermDumpsEveryLiveGroupThenEndsTheProcessBySigterm) {
   TempDir dir;
-  int status = run_and_terminate(dir.path, [] {});
+  int status = run_and_terminate(dir.path(), [] {});
   ASSERT_TRUE(WIFSIGNALED(status)) << "status " << status;
   EXPECT_EQ(WTERMSIG(status), SIGTERM);
-  auto dumps = dumps_in(dir.path);
+  auto dumps = dumps_in(dir.path());
   ASSERT_EQ(dumps.size(), 2u) << "one dump per live group";
   for (const auto& d : dumps) EXPECT_NE(d.find("stopped by signal 15"), std::string::npos) << d;
 }
 
 TEST(SignalDump, AProgramsOwnSigtermHandlerIsLeftAlone) {
   TempDir dir;
-  int status = run_and_terminate(dir.path, [] {
+  int status = run_and_terminate(dir.path(), [] {
     ::signal(SIGTERM, [](int) { ::_exit(42); });
   });
   ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
   EXPECT_EQ(WEXITSTATUS(status), 42) << "the program's handler ran";
-  EXPECT_TRUE(dumps_in(dir.path).empty());
+  EXPECT_TRUE(dumps_in(dir.path()).empty());
 }
 
 }  // namespace

@@ -13,12 +13,6 @@
 namespace lockstep::testing {
 namespace {
 
-size_t occurrences(const std::string& text, const std::string& part) {
-  size_t n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
-
 // Every rank passes a different count: a MismatchError on every rank, naming the counts.
 void mismatched_all_reduce(ProcessGroup& pg, bool wait) {
   std::vector<float> x(4 + static_cast<size_t>(pg.rank()), 1.0f);
@@ -34,15 +28,15 @@ TEST(ErrorsOnce, AnErrorTheCallerWaitsForIsNotLoggedToo) {
   ::testing::internal::CaptureStderr();
   spawn_groups(2, [](ProcessGroup& pg) { mismatched_all_reduce(pg, true); });
   const std::string log = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(occurrences(log, "all_reduce #0"), 0u) << log;
+  EXPECT_EQ(count_of(log, "all_reduce #0"), 0u) << log;
 }
 
 TEST(ErrorsOnce, AnErrorNobodyLookedAtIsLoggedOncePerRank) {
   ::testing::internal::CaptureStderr();
   spawn_groups(2, [](ProcessGroup& pg) { mismatched_all_reduce(pg, false); });
   const std::string log = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(occurrences(log, "whose Work was dropped without wait()"), 2u) << log;
-  EXPECT_EQ(occurrences(log, "[lockstep error"), 2u) << log;
+  EXPECT_EQ(count_of(log, "whose Work was dropped without wait()"), 2u) << log;
+  EXPECT_EQ(count_of(log, "[lockstep error"), 2u) << log;
 }
 
 }  // namespace

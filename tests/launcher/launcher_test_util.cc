@@ -15,19 +15,6 @@
 
 namespace lockstep::testing {
 
-TempDir::TempDir() {
-  std::string pattern = "/tmp/lockstep-launcher-test-XXXXXX";
-  if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  ::nftw(
-      path_.c_str(),
-      [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
-      FTW_DEPTH | FTW_PHYS);
-}
-
 std::vector<std::string> lockstep_run(const std::vector<std::string>& args) {
   std::vector<std::string> argv{LOCKSTEP_CLI_PATH, "run"};
   argv.insert(argv.end(), args.begin(), args.end());
@@ -51,13 +38,6 @@ std::vector<std::string> lines_with_prefix(const std::string& text, const std::s
   return lines;
 }
 
-size_t count_of(const std::string& text, const std::string& needle) {
-  size_t count = 0;
-  for (size_t at = text.find(needle); at != std::string::npos;
-       at = text.find(needle, at + needle.size()))
-    ++count;
-  return count;
-}
 
 std::string summary_of(const std::string& output) {
   size_t at = output.find("=====");
@@ -74,13 +54,6 @@ std::string test_binary() {
 EnvChanges child_mode_env(const std::string& mode) {
   return {{"LOCKSTEP_LAUNCHER_TEST_CHILD", mode}, {"GTEST_FILTER", "LauncherChild.DISABLED_Main"},
           {"GTEST_ALSO_RUN_DISABLED_TESTS", "1"}};
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 bool file_exists(const std::string& path) {

@@ -11,24 +11,13 @@
 #include <vector>
 
 #include "support/subprocess.h"
+#include "support/messages.h"
+#include "support/temp_dir.h"
 
 namespace lockstep::testing {
 
 using EnvChanges = std::map<std::string, std::optional<std::string>>;
 
-// A fresh directory under /tmp, removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // argv for `lockstep run ARGS...`.
 std::vector<std::string> lockstep_run(const std::vector<std::string>& args);
@@ -43,8 +32,6 @@ LaunchResult launch(const std::vector<std::string>& args, const EnvChanges& env 
 
 // The lines of text that start with prefix, with the prefix removed.
 std::vector<std::string> lines_with_prefix(const std::string& text, const std::string& prefix);
-// Number of (possibly overlapping-free) occurrences of needle in text.
-size_t count_of(const std::string& text, const std::string& needle);
 // The text from the launcher's summary rule on ("" when there is no summary).
 std::string summary_of(const std::string& output);
 
@@ -63,7 +50,6 @@ std::string test_binary();
 // Environment that makes the test binary, started as a rank, run LauncherChild.DISABLED_Main in `mode`.
 EnvChanges child_mode_env(const std::string& mode);
 
-std::string read_file(const std::string& path);
 bool file_exists(const std::string& path);
 
 }  // namespace lockstep::testing

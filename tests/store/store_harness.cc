@@ -85,16 +85,4 @@ std::string kind_name(StoreKind kind) {
   return kNames[static_cast<int>(kind)];
 }
 
-TempDir::TempDir() {
-  std::string pattern =
-      (std::filesystem::temp_directory_path() / "lockstep-store-test-XXXXXX").string();
-  if (!::mkdtemp(pattern.data())) throw StoreError("mkdtemp failed for " + pattern);
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 }  // namespace lockstep::store_test

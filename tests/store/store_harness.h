@@ -6,6 +6,7 @@
 #include <string>
 
 #include "lockstep/store/store.h"
+#include "support/temp_dir.h"
 
 namespace lockstep::store_test {
 
@@ -27,18 +28,6 @@ class StoreHarness {
 std::unique_ptr<StoreHarness> make_harness(StoreKind kind);
 std::string kind_name(StoreKind kind);
 
-// A fresh temporary directory, removed (with its files) on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using lockstep::testing::TempDir;
 
 }  // namespace lockstep::store_test

@@ -6,12 +6,20 @@
 
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <typeinfo>
 
 namespace lockstep::testing {
 
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+// How many times part occurs in text (overlaps counted).
+inline size_t count_of(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
 }
 
 // Runs fn, which must throw an E; returns its what(). Fails the test (and returns "") when fn
@@ -37,3 +45,7 @@ void expect_error_naming(Fn&& fn, std::initializer_list<std::string> parts) {
 }
 
 }  // namespace lockstep::testing
+
+#define EXPECT_CONTAINS(text, part)                                    \
+  EXPECT_NE(std::string_view(text).find(part), std::string_view::npos) \
+      << "expected to find \"" << (part) << "\" in:\n  " << (text)

@@ -29,12 +29,14 @@
 
 #include "lockstep/core/error.h"
 #include "support/spawn.h"
+#include "support/messages.h"
 
 namespace lockstep::torch {
 namespace {
 
 namespace nn = ::torch::nn;
 namespace F = ::torch::nn::functional;
+using lockstep::testing::count_of;
 using lockstep::testing::spawn_groups;
 
 constexpr int kSteps = 20;
@@ -514,11 +516,6 @@ TEST(DdpCompression, HooksAverageTheSixteenBitRoundedGradientsExactly) {
   }
 }
 
-size_t count_of(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) n++;
-  return n;
-}
 
 TEST(DdpErrors, MismatchedModelNamesTheFirstDifferingParameterWithEachRanksShape) {
   std::vector<std::string> errors(2);
