@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "c10d/store_adapter.h"
+#include "comm/failure.h"
 #include "comm/group_config.h"
 #include "core/log.h"
 #include "lockstep/core/error.h"
@@ -71,14 +72,8 @@ class LockstepWork : public ::c10d::Work {
 
  private:
   // lockstep's message, unchanged, as the RuntimeError Python sees.
-  static std::exception_ptr as_runtime_error(std::exception_ptr error) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      return std::make_exception_ptr(std::runtime_error(e.what()));
-    } catch (...) {
-      return std::make_exception_ptr(std::runtime_error("lockstep: unknown error"));
-    }
+  static std::exception_ptr as_runtime_error(const std::exception_ptr& error) {
+    return std::make_exception_ptr(std::runtime_error(what_of(error)));
   }
 
   Tensors outputs_;

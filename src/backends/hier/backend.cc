@@ -35,7 +35,7 @@ GroupConfig host_group_config(const GroupConfig& config, const std::vector<int>&
 class HierBackend final : public BackendBase {
  public:
   HierBackend(const GroupConfig& config, const HostMap& hosts)
-      : BackendBase("hier", config), mesh_(config), host_ranks_(hosts.ranks_with(config.rank)) {
+      : BackendBase("hier", config), mesh_(config, host()), host_ranks_(hosts.ranks_with(config.rank)) {
     if (host_ranks_.size() > 1) {
       GroupConfig host = host_group_config(config, host_ranks_);
       host_rank_ = host.rank;
@@ -73,6 +73,8 @@ class HierBackend final : public BackendBase {
 
  private:
   void tell_peers(ErrorClass error_class, const std::string& reason) override {
+    // The note first: a peer that only sees our socket close looks there for the reason.
+    write_note(reason);
     mesh_.abort(error_class, reason);
     // [Outside this host] in rank_names.h: the reason already names ranks of the whole group.
     if (host_group_) host_group_->abort(std::string(kOutsideHost) + reason);

@@ -16,8 +16,8 @@ namespace lockstep::hier {
 class FlatMesh {
  public:
   // Connects to every member (collective over the group, within config.timeout); the same
-  // store keys and errors as the tcp backend.
-  explicit FlatMesh(const GroupConfig& config);
+  // store keys and errors as the tcp backend. `host` is this rank's host as peers' messages show it.
+  FlatMesh(const GroupConfig& config, const std::string& host);
 
   // Runs op over every rank with run_collective. Throws what the transport throws.
   void run(const Op& op);
@@ -29,14 +29,12 @@ class FlatMesh {
     transport_->end_op();
   }
 
-  // After a failure: leaves the reason in the store and sends abort frames. Never throws.
+  // After a failure: sends abort frames (the backend leaves the store note first). Never throws.
   void abort(ErrorClass error_class, const std::string& reason);
   // Orderly goodbye (TcpTransport::goodbye). Never throws.
   void goodbye(Deadline deadline) { transport_->goodbye(deadline); }
 
  private:
-  GroupConfig config_;
-  std::string host_;
   std::unique_ptr<tcp::TcpTransport> transport_;
   Scratch scratch_;
 };
