@@ -30,6 +30,9 @@ struct Supervisor::Slot {
   std::unique_ptr<RankOutput> output;
   bool running = false;
   bool signalled = false;
+  // When both pipes reached end of file: a rank's exit closes them a moment before waitpid can
+  // reap it, so this orders exits that one reap() finds together.
+  std::optional<Clock::time_point> pipes_closed;
 };
 
 namespace {
@@ -152,16 +155,31 @@ void Supervisor::read_pipe(Slot& slot, StreamKind stream) {
     if (n < 0 && (errno == EINTR)) continue;
     if (n < 0 && errno == EAGAIN) return;
     fd.reset();  // EOF (or a broken pipe): this stream is done
+    if (!slot.out.valid() && !slot.err.valid()) slot.pipes_closed = Clock::now();
     return;
   }
 }
 
+// Reaps every rank that has ended, in the order they ended as far as the pipes tell: the rank
+// whose pipes closed first is the first failure, though a later one may sit lower in the table
+// (a rank that raised, and its peer that then lost the connection, are often reaped together).
 void Supervisor::reap() {
+  struct Ended {
+    size_t index;
+    int status;
+    Clock::time_point closed;
+  };
+  std::vector<Ended> ended;
+  const auto now = Clock::now();
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (!slots_[i]->running) continue;
     int status = 0;
-    if (::waitpid(slots_[i]->pid, &status, WNOHANG) == slots_[i]->pid) on_exit(i, status);
+    if (::waitpid(slots_[i]->pid, &status, WNOHANG) == slots_[i]->pid)
+      ended.push_back({i, status, slots_[i]->pipes_closed.value_or(now)});
   }
+  std::stable_sort(ended.begin(), ended.end(),
+                   [](const Ended& a, const Ended& b) { return a.closed < b.closed; });
+  for (const Ended& e : ended) on_exit(e.index, e.status);
 }
 
 void Supervisor::on_exit(size_t index, int status) {
