@@ -20,6 +20,14 @@ enum class OpKind : uint8_t {
 };
 std::string_view op_kind_name(OpKind kind);
 
+// LOCKSTEP_DEBUG=DETAIL (src/debug/issue_order.h): how many collectives the issuing thread had
+// issued on another group, one that shares at least two ranks with the op's group, before the op.
+struct PriorIssue {
+  std::string group;  // the other group's name ("default/1")
+  uint64_t count = 0;
+  bool operator==(const PriorIssue&) const = default;
+};
+
 // Normal form, so that algorithms handle one shape per kind:
 // - all_reduce, broadcast, reduce: input/output hold `count` elements each (in place: same
 //   pointer). reduce: output is only meaningful on root.
@@ -45,6 +53,7 @@ struct Op {
   Deadline deadline{Clock::now()};
   uint64_t record_id = 0;  // the flight recorder's id for this op (src/debug/flight_recorder.h)
   Device device{};  // where this rank's buffers live (the front end checks input and output agree)
+  std::vector<PriorIssue> prior_issues;  // LOCKSTEP_DEBUG=DETAIL collectives only, else empty
 
   // Bytes that every rank must agree on (the header check): count*size for all_reduce-like ops,
   // the per-rank count for uniform gathers, the total for _v forms; 0 for all_to_all and p2p.

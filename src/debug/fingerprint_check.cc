@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "debug/fingerprint.h"
+#include "debug/issue_order.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::debug {
@@ -31,7 +32,7 @@ uint64_t fnv1a64(std::string_view bytes) {
 class FingerprintedBackend final : public Backend {
  public:
   FingerprintedBackend(std::unique_ptr<Backend> inner, const GroupConfig& config)
-      : inner_(std::move(inner)), check_(*inner_, config.rank, config.size) {}
+      : inner_(std::move(inner)), check_(*inner_, config.name, config.rank, config.size) {}
 
   const std::string& name() const override { return inner_->name(); }
   void check(const Op& op) const override { inner_->check(op); }
@@ -39,7 +40,10 @@ class FingerprintedBackend final : public Backend {
     check_.check(op);
     inner_->run(op);
   }
-  bool prefers_inline(const Op& op) const override { return inner_->prefers_inline(op); }
+  // Never inline: every op runs on the progress thread, so that a program's behaviour under
+  // DETAIL does not depend on message sizes, and a cross-group order inversion reaches both
+  // groups' fingerprint exchanges (debug/issue_order.h) instead of deadlocking the callers.
+  bool prefers_inline(const Op&) const override { return false; }
   std::string device_problem(Device device) const override {
     return inner_->device_problem(device);
   }
@@ -56,8 +60,31 @@ class FingerprintedBackend final : public Backend {
 
 }  // namespace
 
-FingerprintCheck::FingerprintCheck(Backend& transport, int rank, int size)
-    : transport_(transport), rank_(rank), size_(size) {}
+namespace {
+
+// One rank's record: the fingerprint's length, the fingerprint, then the prior issues.
+std::string record_of(const Op& op) {
+  std::string fingerprint = encode(fingerprint_of(op));
+  auto length = static_cast<uint32_t>(fingerprint.size());
+  std::string record(reinterpret_cast<const char*>(&length), sizeof length);
+  return record + fingerprint + encode_prior_issues(op.prior_issues);
+}
+
+std::pair<Fingerprint, std::vector<PriorIssue>> decode_record(std::string_view record) {
+  uint32_t length = 0;
+  LOCKSTEP_ENFORCE(record.size() >= sizeof length, Error,
+                   "fingerprint check: a ", record.size(), "-byte value is not a record");
+  std::memcpy(&length, record.data(), sizeof length);
+  record.remove_prefix(sizeof length);
+  LOCKSTEP_ENFORCE(length <= record.size(), Error, "fingerprint check: a record claims a ",
+                   length, "-byte fingerprint in ", record.size(), " bytes");
+  return {decode(record.substr(0, length)), decode_prior_issues(record.substr(length))};
+}
+
+}  // namespace
+
+FingerprintCheck::FingerprintCheck(Backend& transport, std::string group, int rank, int size)
+    : transport_(transport), group_(std::move(group)), rank_(rank), size_(size) {}
 
 void FingerprintCheck::exchange(const Op& op, const void* mine, size_t bytes, void* all) {
   Op x{.kind = OpKind::all_gather,
@@ -84,7 +111,7 @@ void FingerprintCheck::exchange(const Op& op, const void* mine, size_t bytes, vo
 void FingerprintCheck::check(const Op& op) {
   if (!is_fingerprinted(op.kind) || size_ < 2) return;
   const size_t n = static_cast<size_t>(size_);
-  std::string mine = encode(fingerprint_of(op));
+  std::string mine = record_of(op);
   Digest digest{.hash = fnv1a64(mine), .bytes = mine.size()};
   std::vector<Digest> digests(n);
   exchange(op, &digest, sizeof digest, digests.data());
@@ -98,10 +125,17 @@ void FingerprintCheck::check(const Op& op) {
   std::string everything(longest * n, '\0');
   exchange(op, mine.data(), longest, everything.data());
   std::vector<Fingerprint> all;
+  std::vector<std::vector<PriorIssue>> prior;
   all.reserve(n);
-  for (size_t r = 0; r < n; ++r)
-    all.push_back(decode(std::string_view(everything).substr(r * longest, digests[r].bytes)));
+  prior.reserve(n);
+  for (size_t r = 0; r < n; ++r) {
+    auto [fingerprint, issues] =
+        decode_record(std::string_view(everything).substr(r * longest, digests[r].bytes));
+    all.push_back(std::move(fingerprint));
+    prior.push_back(std::move(issues));
+  }
   auto mismatch = fingerprint_mismatch(all);
+  if (!mismatch) mismatch = order_inversion(group_, op.name(), prior);
   if (!mismatch) return;
   // [Agreed failure] A rank that throws aborts the backend, and an abort can overtake data a
   // slower peer has not read yet. One more exchange, which completes on a rank only once every

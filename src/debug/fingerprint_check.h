@@ -4,11 +4,12 @@
 // [Side channel] The fingerprints travel over the group's own backend, as all_gathers whose size
 // never depends on the call being checked, so ranks that disagree on sizes cannot deadlock on
 // them:
-//   1. every rank all_gathers a 16-byte digest of its fingerprint (a hash of the encoding and the
-//      encoding's length). Equal digests everywhere: the calls agree, the op runs.
+//   1. every rank all_gathers a 16-byte digest of its record: its fingerprint and its prior
+//      issues on other groups (debug/issue_order.h), hashed, with the record's length. Equal
+//      digests everywhere: the calls agree, the op runs.
 //   2. otherwise (and always for all_to_all_v, whose per-rank counts legitimately differ), every
-//      rank all_gathers its encoding padded to the longest length of step 1 (known to every
-//      rank), decodes them all and compares (fingerprint_mismatch).
+//      rank all_gathers its record padded to the longest length of step 1 (known to every
+//      rank), decodes them all and compares (fingerprint_mismatch, then order_inversion).
 //   3. on a mismatch, one more 1-byte all_gather before raising it (see [Agreed failure] in the
 //      .cc), so that no rank's abort cuts a slower rank's step 2 short.
 // Every rank sees the same data, so every rank takes the same steps and raises the same
@@ -32,11 +33,13 @@ namespace lockstep::debug {
 
 class FingerprintCheck {
  public:
-  // `transport` carries the exchanges; it must outlive this.
-  FingerprintCheck(Backend& transport, int rank, int size);
+  // `transport` carries the exchanges; it must outlive this. `group` names the group in errors.
+  FingerprintCheck(Backend& transport, std::string group, int rank, int size);
 
-  // Compares op with every rank's call of the same sequence number. Throws MismatchError when
-  // they differ; NetworkError or TimeoutError when the exchange fails. Ignores send and recv.
+  // Compares op with every rank's call of the same sequence number, and the collectives each
+  // rank issued on its other groups before it (Op::prior_issues, debug/issue_order.h). Throws
+  // MismatchError when they differ; NetworkError or TimeoutError when the exchange fails.
+  // Ignores send and recv.
   void check(const Op& op);
 
  private:
@@ -44,6 +47,7 @@ class FingerprintCheck {
   void exchange(const Op& op, const void* mine, size_t bytes, void* all);
 
   Backend& transport_;
+  std::string group_;
   int rank_;
   int size_;
 };

@@ -8,6 +8,7 @@
 #include "comm/op.h"
 #include "comm/validate.h"
 #include "core/log.h"
+#include "debug/fingerprint.h"
 #include "debug/fingerprint_check.h"
 #include "debug/monitored_barrier.h"
 #include "group/backend_registry.h"
@@ -52,7 +53,10 @@ ProcessGroup::ProcessGroup(const GroupConfig& config) : impl_(std::make_unique<I
   g.recv_seq.assign(static_cast<size_t>(c.size), 0);
   g.backend = create_backend(c);
   const bool detail = settings().debug == DebugLevel::detail;
-  if (detail) g.backend = debug::with_fingerprints(std::move(g.backend), c);
+  if (detail) {
+    g.backend = debug::with_fingerprints(std::move(g.backend), c);
+    g.issue_order = std::make_unique<debug::IssueOrder>(c.name, c.global_ranks);
+  }
   log_info("group '", c.name, "' created: rank ", c.rank, " of ", c.size, ", global ranks [",
            ranks_text(c.global_ranks), "], backend ", g.backend->name(),
            detail ? ", collective fingerprints checked (LOCKSTEP_DEBUG=DETAIL)" : "");
@@ -121,6 +125,7 @@ WorkPtr ProcessGroup::Impl::enqueue(Op op, std::chrono::milliseconds timeout) {
   validate::algorithm(op);
   backend->check(op);
   ++next;
+  if (issue_order && debug::is_fingerprinted(op.kind)) op.prior_issues = issue_order->note();
   op.deadline = Deadline::after(timeout.count() < 0 ? config.timeout : timeout);
   return queue->push(std::move(op));
 }

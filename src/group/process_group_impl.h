@@ -9,6 +9,7 @@
 
 #include "comm/backend.h"
 #include "comm/group_config.h"
+#include "debug/issue_order.h"
 #include "debug/watchdog.h"
 #include "group/progress_queue.h"
 #include "lockstep/group/process_group.h"
@@ -20,6 +21,7 @@ struct ProcessGroup::Impl {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<debug::Watchdog> watchdog;  // flight recorder, status keys, stall warnings
   std::unique_ptr<ProgressQueue> queue;
+  std::unique_ptr<debug::IssueOrder> issue_order;  // LOCKSTEP_DEBUG=DETAIL only
   std::mutex issue_mu;  // numbering and queueing are one step, so queue order = number order
   uint64_t seq = 0;
   uint64_t subgroups = 0;

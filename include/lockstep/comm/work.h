@@ -7,8 +7,9 @@
 // synchronous call (torch.distributed's default). A call may block until its peers arrive, so
 // every rank must issue the collectives of all its groups in the same order: two ranks that use
 // two groups in opposite orders may wait for each other until the ops' deadlines (a TimeoutError
-// naming the ranks each waited for). Whether an op runs inline or on the progress thread never
-// changes what a program that keeps these rules sees.
+// naming the ranks each waited for; under LOCKSTEP_DEBUG=DETAIL, at once a MismatchError naming
+// both groups). Whether an op runs inline or on the progress thread never changes what a program
+// that keeps these rules sees.
 #pragma once
 
 #include <chrono>
