@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Builds everything (installing missing Debian packages first) and runs the whole test suite.
-# Exits non-zero when any test fails. Extra arguments go to ctest (e.g. scripts/test.sh -R bench).
+# Builds everything (installing missing Debian packages first) and runs the whole test suite, then
+# the group tests again under AddressSanitizer (scripts/sanitize.sh). Exits non-zero when any test
+# fails. Extra arguments go to ctest (e.g. scripts/test.sh -R bench), and skip the ASan run, as
+# does LOCKSTEP_SKIP_ASAN=1.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 lockstep_setup
 ctest --test-dir "$LOCKSTEP_BUILD_DIR" --output-on-failure --no-tests=error \
   -j "${LOCKSTEP_JOBS:-$(nproc)}" "$@"
+if (($# == 0)) && [[ "${LOCKSTEP_SKIP_ASAN:-0}" != 1 ]]; then
+  bash "$LOCKSTEP_ROOT/scripts/sanitize.sh"
+fi

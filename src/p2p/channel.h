@@ -1,0 +1,53 @@
+// Channel: the byte streams under the point-to-point engine (src/p2p/engine.h). Between this rank
+// and each peer of a group there are two ordered, reliable streams, one per direction. The engine
+// frames its messages on them (src/p2p/frames.h); a channel only moves bytes.
+//
+// Implementations: SocketChannel (tcp and hier groups: one connection per direction, made by the
+// writer on first use), ShmChannel (shm groups: one shared-memory inbox per rank, with a ring per
+// sender), and the mpi backend's MPI channel.
+//
+// [Threads] The engine calls write, read, broken and service under its own lock, so never two at
+// once; but sleep() runs on the engine's thread without that lock, concurrently with those calls
+// (from a waiter that drives progress itself), and wake() may come from any thread at any time.
+// Implementations guard what sleep() shares with the other calls.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+
+#include "lockstep/core/deadline.h"
+
+namespace lockstep::p2p {
+
+class Channel {
+ public:
+  virtual ~Channel() = default;
+  // "socket", "shm", "mpi": for messages.
+  virtual const char* kind() const = 0;
+  // Appends up to `bytes` bytes of `data` to the stream to `peer`; returns how many it took (0:
+  // no room now). Never blocks, except that the first write to a peer may first connect to it,
+  // waiting at most until `deadline` (TimeoutError or NetworkError naming the peer when that
+  // fails).
+  virtual size_t write(int peer, const std::byte* data, size_t bytes, Deadline deadline) = 0;
+  // Takes up to `bytes` bytes of the stream from `peer` into `data`; returns how many (0: nothing
+  // now). Never blocks. Bytes a peer wrote before its stream broke are still returned first.
+  virtual size_t read(int peer, std::byte* data, size_t bytes) = 0;
+  // Why the streams with `peer` are unusable, "" while they are fine: "rank 1 (pid 4711 on
+  // node-b) died", "rank 1 closed its end of the stream". Only once read() has nothing more.
+  virtual std::string broken(int peer) = 0;
+  // Housekeeping that needs the engine's lock: accepting peers' new connections, noticing dead
+  // peers. Called once per progress round. Default: nothing.
+  virtual void service() {}
+  // Waits until something may have changed (bytes from a peer, room toward a peer listed in
+  // `want_room`, a new connection, a broken stream, or wake()), or until `until`. May return
+  // early for no reason; never waits past `until`.
+  virtual void sleep(Clock::time_point until, std::span<const int> want_room) = 0;
+  // Makes the sleep() in progress, or else the next one, return at once. Any thread.
+  virtual void wake() = 0;
+  // Orderly close: the peers' read() gets everything written so far, then broken() says this
+  // rank closed. Called once, last.
+  virtual void close() = 0;
+};
+
+}  // namespace lockstep::p2p
