@@ -51,3 +51,15 @@ class Channel {
 };
 
 }  // namespace lockstep::p2p
+
+namespace lockstep {
+struct GroupConfig;
+}
+
+namespace lockstep::p2p {
+
+// The store key under which a channel publishes what its peers need to reach `rank` (an address,
+// a segment name): "p2p/<group>/<what>/<rank>".
+std::string store_key(const GroupConfig& config, const std::string& what, int rank);
+
+}  // namespace lockstep::p2p
