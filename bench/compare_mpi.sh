@@ -4,7 +4,8 @@
 # CMake finds MPI), then prints both tables side by side with the ratio of their busbw.
 #
 # usage: bench/compare_mpi.sh BUILD_DIR [NRANKS] [OP] [BACKEND] [MAX_BYTES]
-#   OP: all_reduce (default), broadcast, all_gather, reduce_scatter; BACKEND: shm (default)
+#   OP: all_reduce (default), broadcast, all_gather, reduce_scatter, pingpong; BACKEND: shm
+#   (default)
 set -euo pipefail
 build=${1:?usage: compare_mpi.sh BUILD_DIR [NRANKS] [OP] [BACKEND] [MAX_BYTES]}
 nranks=${2:-2}

@@ -6,7 +6,7 @@
  * runs iters/10 warm-up iterations, then `iters` timed ones, each after a barrier; the row reports
  * the median over iterations of the slowest rank's time. float32 data, sum.
  *
- * usage: mpirun -np N mpi_collective_bench [--op all_reduce|broadcast|all_gather|reduce_scatter]
+ * usage: mpirun -np N mpi_collective_bench [--op all_reduce|broadcast|all_gather|reduce_scatter|pingpong]
  *                                          [--min-bytes B] [--max-bytes B]
  */
 #include <mpi.h>
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-enum Op { kAllReduce, kBroadcast, kAllGather, kReduceScatter };
+enum Op { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kPingPong };
 
 static double now_us(void) {
   struct timespec ts;
@@ -68,17 +68,34 @@ static void run_op(enum Op op, float* in, float* out, int count) {
     case kReduceScatter:
       MPI_Reduce_scatter_block(in, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       break;
+    case kPingPong: { /* as lockstep bench's pingpong: 2i sends to 2i+1, which sends it back */
+      int me, n;
+      MPI_Comm_rank(MPI_COMM_WORLD, &me);
+      MPI_Comm_size(MPI_COMM_WORLD, &n);
+      if (me % 2 == 0 && me + 1 >= n) {
+        memcpy(out, in, (size_t)count * 4);
+      } else if (me % 2 == 0) {
+        MPI_Send(in, count, MPI_FLOAT, me + 1, 0, MPI_COMM_WORLD);
+        MPI_Recv(out, count, MPI_FLOAT, me + 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      } else {
+        MPI_Recv(out, count, MPI_FLOAT, me - 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(out, count, MPI_FLOAT, me - 1, 0, MPI_COMM_WORLD);
+      }
+      break;
+    }
   }
 }
 
 static double bus_factor(enum Op op, int n) {
   if (op == kAllReduce) return 2.0 * (n - 1) / n;
   if (op == kBroadcast) return 1.0;
+  if (op == kPingPong) return 2.0; /* the time is a round trip */
   return (double)(n - 1) / n;
 }
 
 static const char* op_name(enum Op op) {
-  static const char* names[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter"};
+  static const char* names[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter",
+                                "pingpong"};
   return names[op];
 }
 
@@ -108,7 +125,7 @@ int main(int argc, char** argv) {
   size_t min_bytes = 4, max_bytes = 64u << 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--op")) {
-      for (int k = 0; k < 4; ++k)
+      for (int k = 0; k < 5; ++k)
         if (!strcmp(argv[i + 1], op_name((enum Op)k))) op = (enum Op)k;
     } else if (!strcmp(argv[i], "--min-bytes")) {
       min_bytes = strtoull(argv[i + 1], NULL, 10);

@@ -2,17 +2,17 @@
 //
 //   lockstep run --standalone --nproc-per-node 2 ./p2p     (any number of ranks from 2 works)
 //
-// Two patterns:
-//   - a ring shift: every rank sends to the next rank and receives from the previous one. A send
-//     may wait until its receiver has started the matching recv (on tcp, once the message is
-//     larger than the socket buffers), and a group runs its ops in issue order, so if every rank
-//     sent first, every rank could wait for a peer that is itself sending. Even ranks send first
-//     and odd ranks receive first, which works for any message size and any number of ranks;
-//   - a fan-in: every other rank sends rank 0 a message of its own length, with a tag.
-// Per pair of ranks, sends and recvs match in the order they are issued, and a recv must give the
-// same tag and size as its send (a difference is a MismatchError naming both). A recv names its
-// source: there is no receive from any rank. Each rank checks what it received against its closed
-// form; the program exits with 1 when any rank found a wrong element, and with 2 on an error.
+// Three patterns:
+//   - a ring shift: every rank posts its recv from the previous rank, then its send to the next,
+//     then waits for both. Sends and recvs progress independently, so the order of the two posts
+//     does not matter, whatever the message size;
+//   - a fan-in with recv_any: every other rank sends rank 0 a message of its own rank, with a tag,
+//     and rank 0 takes them in whatever order they come (Work::source_rank says from whom);
+//   - a halo exchange with batch_isend_irecv: a send and a recv to each neighbour, as one Work.
+// A message matches the first recv posted for its source (or for any source) and tag, and the two
+// must agree on count and dtype (a difference is a MismatchError naming both). Each rank checks
+// what it received against its closed form; the program exits with 1 when any rank found a wrong
+// element, and with 2 on an error.
 #include <lockstep/core/error.h>
 #include <lockstep/group/init.h>
 
@@ -44,32 +44,40 @@ int main() {
     const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
     std::vector<float> out(kRingCount), in(kRingCount);
     for (size_t i = 0; i < kRingCount; ++i) out[i] = ring_value(rank, i);
-    lockstep::WorkPtr sent, received;
-    if (rank % 2 == 0) {
-      sent = pg->send(lockstep::view(out), next);
-      received = pg->recv(lockstep::view(in), prev);
-    } else {
-      received = pg->recv(lockstep::view(in), prev);
-      sent = pg->send(lockstep::view(out), next);
-    }
-    sent->wait();
+    lockstep::WorkPtr received = pg->irecv(lockstep::view(in), prev);
+    lockstep::WorkPtr sent = pg->isend(lockstep::view(out), next);
     received->wait();
+    sent->wait();
     for (size_t i = 0; i < kRingCount; ++i)
       if (in[i] != ring_value(prev, i)) ++wrong;
 
-    // Fan-in to rank 0: rank r sends r elements, all equal to r, with tag 7.
+    // Fan-in to rank 0 with recv_any: 16 elements from every other rank, all equal to its rank.
     constexpr uint32_t kTag = 7;
     if (rank == 0) {
-      for (int src = 1; src < n; ++src) {
-        std::vector<int32_t> message(static_cast<size_t>(src));  // rank 0 knows the sizes
-        pg->recv(lockstep::view(message), src, {.tag = kTag})->wait();
+      std::vector<bool> seen(static_cast<size_t>(n), false);
+      for (int i = 1; i < n; ++i) {
+        std::vector<int32_t> message(16);
+        auto work = pg->recv_any(lockstep::view(message), {.tag = kTag});
+        work->wait();
+        const int src = work->source_rank();
+        if (src < 1 || src >= n || seen[static_cast<size_t>(src)]) ++wrong;
+        else seen[static_cast<size_t>(src)] = true;
         for (int32_t v : message)
           if (v != src) ++wrong;
       }
     } else {
-      std::vector<int32_t> message(static_cast<size_t>(rank), rank);
+      std::vector<int32_t> message(16, rank);
       pg->send(lockstep::view(message), 0, {.tag = kTag})->wait();
     }
+
+    // Halo exchange: one element to and from each neighbour, started together.
+    std::vector<float> to_prev{float(rank)}, to_next{float(rank)}, from_prev(1), from_next(1);
+    std::vector<lockstep::P2POp> ops{lockstep::P2POp::recv(lockstep::view(from_prev), prev, 1),
+                                     lockstep::P2POp::recv(lockstep::view(from_next), next, 2),
+                                     lockstep::P2POp::send(lockstep::view(to_next), next, 1),
+                                     lockstep::P2POp::send(lockstep::view(to_prev), prev, 2)};
+    pg->batch_isend_irecv(ops)->wait();
+    if (from_prev[0] != float(prev) || from_next[0] != float(next)) ++wrong;
 
     std::vector<int64_t> total = {wrong};  // so that every rank exits alike
     pg->all_reduce(lockstep::view(total))->wait();

@@ -111,6 +111,8 @@ double expected_value(const OpParams& p, int me, int n, size_t k, size_t output_
       return data_value(p.dtype, p.root, me_index * output_count + k);
     case BenchOp::sendrecv:
       return data_value(p.dtype, (me + n - 1) % n, k);
+    case BenchOp::pingpong:
+      return data_value(p.dtype, me % 2 == 0 ? me : me - 1, k);
   }
   return kSentinel;
 }

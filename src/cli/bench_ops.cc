@@ -34,6 +34,24 @@ void run_sendrecv(ProcessGroup& pg, BufferView input, BufferView output) {
   second->wait();
 }
 
+// pingpong: rank 2i sends its input to rank 2i+1, which receives it and sends it back; both end
+// with rank 2i's input in their output. A last rank of an odd world copies its input.
+void run_pingpong(ProcessGroup& pg, BufferView input, BufferView output) {
+  const int me = pg.rank();
+  if (me % 2 == 0 && me + 1 >= pg.size()) {
+    std::copy_n(static_cast<const std::byte*>(input.data), input.bytes(),
+                static_cast<std::byte*>(output.data));
+    return;
+  }
+  if (me % 2 == 0) {
+    pg.send(input, me + 1)->wait();
+    pg.recv(output, me + 1)->wait();
+  } else {
+    pg.recv(output, me - 1)->wait();
+    pg.send(output, me - 1)->wait();
+  }
+}
+
 }  // namespace
 
 Layout layout_for(BenchOp op, size_t bytes, DType dtype, int world_size) {
@@ -82,6 +100,8 @@ double busbw_factor(BenchOp op, int world_size) {
     case BenchOp::reduce:
     case BenchOp::sendrecv:
       return 1.0;
+    case BenchOp::pingpong:
+      return 2.0;
   }
   return 1.0;
 }
@@ -115,6 +135,9 @@ void run_op(ProcessGroup& pg, const OpParams& p, BufferView input, BufferView ou
       break;
     case BenchOp::sendrecv:
       run_sendrecv(pg, input, output);
+      return;
+    case BenchOp::pingpong:
+      run_pingpong(pg, input, output);
       return;
   }
   work->wait();

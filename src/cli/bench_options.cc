@@ -189,6 +189,8 @@ std::string_view bench_op_name(BenchOp op) {
       return "scatter";
     case BenchOp::sendrecv:
       return "sendrecv";
+    case BenchOp::pingpong:
+      return "pingpong";
   }
   return "unknown-op";
 }
@@ -238,7 +240,8 @@ std::string bench_usage() {
       "Times a collective over a range of message sizes and prints an nccl-tests style table:\n"
       "median time, algbw = size / time, busbw = algbw x the op's factor (all_reduce 2(n-1)/n;\n"
       "all_gather, reduce_scatter, all_to_all, gather, scatter (n-1)/n; broadcast, reduce,\n"
-      "sendrecv 1), busbw as a share of one core's memcpy bandwidth, and a correctness check.\n"
+      "sendrecv 1; pingpong 2, since its time is a round trip), busbw as a share of one core's\n"
+      "memcpy bandwidth, and a correctness check.\n"
       "\n"
       "Start N local ranks:  lockstep bench --nranks 2 --op all_reduce\n"
       "As one rank of a job: run 'lockstep bench' under 'lockstep run', srun or mpirun; it joins\n"

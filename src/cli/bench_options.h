@@ -15,6 +15,8 @@
 namespace lockstep::cli::bench {
 
 // The collectives bench can time. sendrecv: every rank sends to rank+1 and receives from rank-1.
+// pingpong: rank 2i sends to rank 2i+1, which sends it back (the time is the round trip; with an
+// odd world the last rank sits out).
 enum class BenchOp : uint8_t {
   all_reduce,
   broadcast,
@@ -24,13 +26,15 @@ enum class BenchOp : uint8_t {
   all_to_all,
   gather,
   scatter,
-  sendrecv
+  sendrecv,
+  pingpong
 };
 
 inline constexpr BenchOp kAllBenchOps[] = {
     BenchOp::all_reduce, BenchOp::broadcast,      BenchOp::reduce,
     BenchOp::all_gather, BenchOp::reduce_scatter, BenchOp::all_to_all,
-    BenchOp::gather,     BenchOp::scatter,        BenchOp::sendrecv};
+    BenchOp::gather,     BenchOp::scatter,        BenchOp::sendrecv,
+    BenchOp::pingpong};
 
 std::string_view bench_op_name(BenchOp op);
 // Whether the op combines values with a ReduceOp (all_reduce, reduce, reduce_scatter).

@@ -79,7 +79,8 @@ std::string Op::describe() const {
   if (kind == OpKind::broadcast || kind == OpKind::reduce || kind == OpKind::gather ||
       kind == OpKind::scatter)
     d += ", root " + std::to_string(root);
-  d += ", " + std::to_string(agreed_bytes()) + " bytes)";
+  const bool p2p = kind == OpKind::send || kind == OpKind::recv;
+  d += ", " + std::to_string(p2p ? count * element_size(dtype) : agreed_bytes()) + " bytes)";
   return d;
 }
 

@@ -23,6 +23,8 @@ struct WorkState {
   std::vector<std::function<void(std::exception_ptr)>> callbacks;
   bool observed = false;       // someone saw the outcome: wait, exception() or a callback
   bool handle_alive = true;    // the caller's Work still exists
+  int source_rank = -1;        // a recv from any source: the rank it received from
+  WaitPoller poller;           // see work_access.h; may be empty
 };
 
 namespace {
@@ -41,8 +43,10 @@ namespace {
 thread_local bool on_progress_thread = false;
 }  // namespace
 
-std::pair<WorkPtr, WorkCompletion> WorkAccess::make(std::string description) {
+std::pair<WorkPtr, WorkCompletion> WorkAccess::make(std::string description,
+                                                    WaitPoller poller) {
   auto state = std::make_shared<WorkState>(std::move(description));
+  state->poller = std::move(poller);
   return {WorkPtr(new Work(state)), state};
 }
 
@@ -61,6 +65,11 @@ void WorkAccess::complete(const WorkCompletion& s, std::exception_ptr error) {
 }
 
 void WorkAccess::mark_progress_thread() { on_progress_thread = true; }
+
+void WorkAccess::set_source_rank(const WorkCompletion& s, int rank) {
+  std::lock_guard<std::mutex> lock(s->mu);
+  s->source_rank = rank;
+}
 
 }  // namespace detail
 
@@ -84,7 +93,18 @@ bool Work::is_completed() const {
 
 const std::string& Work::description() const { return state_->description; }
 
+int Work::source_rank() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->done ? state_->source_rank : -1;
+}
+
 void Work::wait(std::chrono::milliseconds timeout) {
+  if (state_->poller) {
+    state_->poller([s = state_.get()] {
+      std::lock_guard<std::mutex> lock(s->mu);
+      return s->done;
+    });
+  }
   std::unique_lock<std::mutex> lock(state_->mu);
   if (timeout.count() < 0) {
     // The progress thread completes every op by its deadline, so this wait is bounded too.

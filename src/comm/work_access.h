@@ -3,6 +3,7 @@
 #pragma once
 
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,15 +14,23 @@ namespace lockstep::detail {
 
 using WorkCompletion = std::shared_ptr<WorkState>;
 
+// A way for a thread that waits for an op to drive the op's progress itself for a short while
+// (the p2p engine's: no hand-off between threads on a fast path). It returns once done() is true
+// or its own budget is spent; Work::wait then blocks as usual.
+using WaitPoller = std::function<void(const std::function<bool()>& done)>;
+
 struct WorkAccess {
   // A new op's handle, for the caller, and its completion side, for the thread that runs it.
-  static std::pair<WorkPtr, WorkCompletion> make(std::string description);
+  static std::pair<WorkPtr, WorkCompletion> make(std::string description,
+                                                 WaitPoller poller = nullptr);
   // Called once per op: wakes the waiters, then runs the on_complete callbacks.
   static void complete(const WorkCompletion& work, std::exception_ptr error = nullptr);
   // Marks the calling thread as a group's progress thread: a handle dropped there (by an
   // on_complete callback, say) does not wait, since this thread may be the one that must run the
   // op.
   static void mark_progress_thread();
+  // A recv from any source: the rank it received from (before complete()).
+  static void set_source_rank(const WorkCompletion& work, int rank);
 };
 
 }  // namespace lockstep::detail

@@ -11,6 +11,7 @@
 #include "comm/backend.h"
 #include "comm/job_place.h"
 #include "lockstep/store/store.h"
+#include "p2p/channel.h"
 
 namespace lockstep {
 
@@ -20,6 +21,8 @@ namespace mpi {
 [[gnu::weak]] std::shared_ptr<Store> open_bootstrap_store(const JobPlace& place,
                                                           std::chrono::milliseconds timeout);
 }  // namespace mpi
+// The byte streams of an mpi group's p2p engine (src/backends/mpi/p2p_channel.h).
+[[gnu::weak]] std::unique_ptr<p2p::Channel> make_mpi_p2p_channel(const GroupConfig& config);
 
 // src/backends/nccl/backend.h
 [[gnu::weak]] std::unique_ptr<Backend> make_nccl_backend(const GroupConfig& config);

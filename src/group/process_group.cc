@@ -3,6 +3,7 @@
 #include "lockstep/group/process_group.h"
 
 #include <algorithm>
+#include <exception>
 #include <numeric>
 
 #include "comm/op.h"
@@ -61,6 +62,7 @@ ProcessGroup::ProcessGroup(const GroupConfig& config) : impl_(std::make_unique<I
            ranks_text(c.global_ranks), "], backend ", g.backend->name(),
            detail ? ", collective fingerprints checked (LOCKSTEP_DEBUG=DETAIL)" : "");
   g.queue = std::make_unique<ProgressQueue>(*g.backend, g.start_watchdog());
+  g.start_p2p();
 }
 
 QueueHooks ProcessGroup::Impl::start_watchdog() {
@@ -88,9 +90,21 @@ QueueHooks ProcessGroup::Impl::start_watchdog() {
 
 ProcessGroup::~ProcessGroup() {
   Impl& g = *impl_;
+  // [Leaving by exception] A group destroyed while an exception unwinds its owner's stack has
+  // failed: the peers hear that (and where to look), not an orderly goodbye.
+  const bool unwinding = std::uncaught_exceptions() > 0;
+  const std::string failed = detail::concat(
+      "rank ", g.config.rank, "'s process group was destroyed while an exception propagated "
+      "through its stack: rank ", g.config.rank, " failed; see its own error (lockstep run's "
+      "summary names the first failure)");
+  g.close_p2p(unwinding ? failed : "");
   g.queue->drain();
   bool broken = g.queue->broken();
   g.queue.reset();
+  if (unwinding && !broken) {
+    g.backend->abort(failed);
+    return;
+  }
   // A broken group has already told its peers (Backend::abort); an intact one says goodbye and
   // lingers a little so that slower peers finish their last ops first.
   if (!broken) {
@@ -353,26 +367,6 @@ WorkPtr ProcessGroup::all_to_all_v(ConstBufferView input, std::span<const size_t
 
 WorkPtr ProcessGroup::barrier(const BarrierOptions& o) {
   return impl_->enqueue({.kind = OpKind::barrier, .dtype = DType::u8}, o.timeout);
-}
-
-WorkPtr ProcessGroup::send(ConstBufferView input, int dst, const P2POptions& o) {
-  validate::rank_in_group("send", "destination", dst, size());
-  LOCKSTEP_ENFORCE(dst != rank(), InvalidArgument, "send: rank ", rank(),
-                   " cannot send to itself; copy the buffer instead");
-  validate::has_data("send", "input", input);
-  return impl_->enqueue({.kind = OpKind::send, .dtype = input.dtype, .peer = dst, .tag = o.tag,
-                  .input = input.data, .count = input.count, .device = input.device},
-                 o.timeout);
-}
-
-WorkPtr ProcessGroup::recv(BufferView output, int src, const P2POptions& o) {
-  validate::rank_in_group("recv", "source", src, size());
-  LOCKSTEP_ENFORCE(src != rank(), InvalidArgument, "recv: rank ", rank(),
-                   " cannot receive from itself");
-  validate::has_data("recv", "output", output);
-  return impl_->enqueue({.kind = OpKind::recv, .dtype = output.dtype, .peer = src, .tag = o.tag,
-                  .output = output.data, .count = output.count, .device = output.device},
-                 o.timeout);
 }
 
 void ProcessGroup::monitored_barrier(std::chrono::milliseconds timeout) {

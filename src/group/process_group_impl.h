@@ -12,6 +12,7 @@
 #include "debug/issue_order.h"
 #include "debug/watchdog.h"
 #include "group/progress_queue.h"
+#include "p2p/engine.h"
 #include "lockstep/group/process_group.h"
 
 namespace lockstep {
@@ -28,12 +29,25 @@ struct ProcessGroup::Impl {
   uint64_t monitored_barriers = 0;
   uint64_t allocations = 0;  // allocate calls so far (numbers them, the same on every rank)
   std::vector<uint64_t> send_seq, recv_seq;
+  uint64_t any_recv_seq = 0;
+  uint64_t p2p_batches = 0;
+  // Sends and recvs, with progress of their own (src/p2p/engine.h); null for a backend that moves
+  // its own (nccl), whose p2p ops go through the queue.
+  std::unique_ptr<p2p::Engine> p2p;
 
   // Starts the watchdog (unless LOCKSTEP_FLIGHT_RECORDER_SIZE=0); returns the queue's hooks.
   QueueHooks start_watchdog();
   // Checks op (the backend's check, on the caller's thread), numbers it (collective or per-pair
   // p2p sequence), sets its deadline and queues it.
   WorkPtr enqueue(Op op, std::chrono::milliseconds timeout);
+
+  // src/group/p2p.cc: makes the engine (when the backend has a channel), and closes it, telling
+  // peers `failure` when it is not empty (this rank failed) or that the group was destroyed.
+  void start_p2p();
+  void close_p2p(const std::string& failure);
+  // Numbers and names one send or recv (peer kAnySource: from any rank) and checks it.
+  p2p::Request p2p_request(const P2POp& op, bool any_source);
+  Deadline p2p_deadline(std::chrono::milliseconds timeout) const;
 };
 
 }  // namespace lockstep

@@ -48,6 +48,9 @@ class Work {
   std::exception_ptr exception() const;
   // "all_reduce #12 (f32 x 1000, sum)".
   const std::string& description() const;
+  // For a recv from any source (ProcessGroup::recv_any) that has completed: the rank whose
+  // message it received. -1 otherwise (any other op, or not completed yet).
+  int source_rank() const;
 
   // Runs fn(error) once the op has finished (error is null on success): at once, on this thread,
   // when it already has; otherwise on the thread that completes it (the group's progress thread,

@@ -39,6 +39,30 @@ namespace lockstep {
 // src/comm/group_config.h. init_process_group() and new_group() fill it in.
 struct GroupConfig;
 
+// One send or recv of batch_isend_irecv: P2POp::send(view(x), 1), P2POp::recv(view(y), 1, tag).
+struct P2POp {
+  bool is_send = true;
+  ConstBufferView input;  // a send's
+  BufferView output;      // a recv's
+  int peer = 0;
+  uint32_t tag = 0;
+  static P2POp send(ConstBufferView input, int dst, uint32_t tag = 0) {
+    P2POp op;
+    op.input = input;
+    op.peer = dst;
+    op.tag = tag;
+    return op;
+  }
+  static P2POp recv(BufferView output, int src, uint32_t tag = 0) {
+    P2POp op;
+    op.is_send = false;
+    op.output = output;
+    op.peer = src;
+    op.tag = tag;
+    return op;
+  }
+};
+
 struct NewGroupOptions {
   std::string backend{};  // empty: the parent's backend
   std::chrono::milliseconds timeout = kGroupTimeout;
@@ -119,10 +143,25 @@ class ProcessGroup {
   // be, to find the ones that are not. Rank 0 collects the arrivals and hands every rank the same
   // verdict; if rank 0 itself is missing, the others name every rank they did not see.
   void monitored_barrier(std::chrono::milliseconds timeout = kGroupTimeout);
-  // Point to point. Per pair of ranks, sends and recvs match in issue order and must agree on the
-  // tag and size. Not collective.
+  // Point to point ([Independent progress] in docs/collectives.md). Every call starts its message
+  // at once and returns; the Work completes when the message is sent (its buffer may be reused)
+  // or received. Pending sends and recvs never block each other, nor the group's collectives:
+  // post a recv, then a send, then wait for both. A message matches the first recv posted for
+  // its source (or for any source) and tag; messages of one pair with one tag arrive in the
+  // order they were sent. A matched send and recv must agree on count and dtype (MismatchError
+  // on both sides, naming both). `->wait()` makes any of them blocking (torch's send/recv).
+  // Not collective.
   [[nodiscard]] WorkPtr send(ConstBufferView input, int dst, const P2POptions& options = {});
   [[nodiscard]] WorkPtr recv(BufferView output, int src, const P2POptions& options = {});
+  // The same as send and recv (the names torch.distributed uses for the non-blocking forms).
+  [[nodiscard]] WorkPtr isend(ConstBufferView input, int dst, const P2POptions& options = {});
+  [[nodiscard]] WorkPtr irecv(BufferView output, int src, const P2POptions& options = {});
+  // A recv from whichever rank sends first with this tag; the Work's source_rank() tells which.
+  [[nodiscard]] WorkPtr recv_any(BufferView output, const P2POptions& options = {});
+  // Starts every send and recv of `ops` together and completes them as one Work (torch's
+  // batch_isend_irecv), with the first error. `timeout`: kGroupTimeout is the group's.
+  [[nodiscard]] WorkPtr batch_isend_irecv(std::span<const P2POp> ops,
+                                          std::chrono::milliseconds timeout = kGroupTimeout);
 
   // `bytes` of memory for this rank's collective buffers that the group's peers can reach directly
   // where the backend allows (shm: a shared-memory segment every rank maps; large collectives

@@ -3,6 +3,7 @@
 // on this rank into an abort note in the store, so that peers waiting in MPI fail fast with the
 // root cause instead of at their deadline.
 #include "backends/mpi/backend.h"
+#include "backends/mpi/p2p_channel.h"
 
 #include "backends/mpi/agreement.h"
 #include "backends/mpi/collectives.h"
@@ -78,6 +79,7 @@ class MpiBackend final : public BackendBase {
 // Its strong references pull in everything the core reaches through weak ones.
 extern "C" void lockstep_link_mpi_backend() {
   [[maybe_unused]] volatile auto bootstrap = &mpi::open_bootstrap_store;
+  [[maybe_unused]] volatile auto channel = &make_mpi_p2p_channel;
 }
 
 std::unique_ptr<Backend> make_mpi_backend(const GroupConfig& config) {

@@ -1,9 +1,10 @@
 // Data movement over the mpi backend: broadcast, all_gather(_v), gather(_v), scatter(_v),
 // all_to_all(_v) (each in the API's in-place forms too), barrier, send/recv with tags (a ring of
-// large messages, which only works because sends are buffered), and subgroups as MPI
-// communicators. Every element is checked against tagged(rank, index).
+// large messages whose recvs are posted after the sends), recv_any and batch_isend_irecv through
+// the p2p engine over MPI, and subgroups as MPI communicators. Every element is checked against tagged(rank, index).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "comm/group_config.h"
@@ -150,19 +151,48 @@ TEST(MpiMovement, SendRecvRingWithTags) {
   ProcessGroup& pg = world();
   const int n = pg.size();
   const int next = (pg.rank() + 1) % n, prev = (pg.rank() + n - 1) % n;
-  // Every rank sends before it receives: large messages need the buffered sends.
+  // Every rank posts its recvs after its sends, then waits: sends and recvs progress
+  // independently (the p2p engine over MPI), tags select, and large messages stream.
   for (size_t count : {size_t{0}, size_t{9}, size_t{2'000'003}}) {
-    TypedBuffer out(DType::i64, count), in(DType::i64, count);
+    TypedBuffer out(DType::i64, count), in5(DType::i64, count), in6(DType::i64, count);
     out.fill([&](size_t i) { return tagged(DType::i64, pg.rank(), i); });
-    pg.send(out.view(), next, {.tag = 5})->wait();
-    pg.send(out.view(), next, {.tag = 6})->wait();
-    auto first = pg.recv(in.view(), prev, {.tag = 5});
-    first->wait();
-    check_elements(in, [&](size_t i) { return tagged(DType::i64, prev, i); }, ctx("recv tag 5", DType::i64, count));
-    in.fill([](size_t) { return 0; });
-    pg.recv(in.view(), prev, {.tag = 6})->wait();
-    check_elements(in, [&](size_t i) { return tagged(DType::i64, prev, i); }, ctx("recv tag 6", DType::i64, count));
+    auto s5 = pg.isend(out.view(), next, {.tag = 5});
+    auto s6 = pg.isend(out.view(), next, {.tag = 6});
+    auto r6 = pg.irecv(in6.view(), prev, {.tag = 6});  // the later tag first
+    auto r5 = pg.irecv(in5.view(), prev, {.tag = 5});
+    for (auto* w : {&r6, &r5, &s5, &s6}) (*w)->wait();
+    check_elements(in5, [&](size_t i) { return tagged(DType::i64, prev, i); }, ctx("recv tag 5", DType::i64, count));
+    check_elements(in6, [&](size_t i) { return tagged(DType::i64, prev, i); }, ctx("recv tag 6", DType::i64, count));
   }
+  pg.barrier()->wait();
+}
+
+TEST(MpiMovement, RecvAnyAndBatchIsendIrecv) {
+  ProcessGroup& pg = world();
+  const int n = pg.size();
+  std::vector<int32_t> mine(100, pg.rank());
+  if (pg.rank() == 0) {
+    std::vector<int> seen;
+    for (int i = 1; i < n; ++i) {
+      std::vector<int32_t> got(100, -1);
+      auto w = pg.recv_any(view(got), {.tag = 3});
+      w->wait();
+      EXPECT_EQ(got[99], w->source_rank());
+      seen.push_back(w->source_rank());
+    }
+    std::sort(seen.begin(), seen.end());
+    std::vector<int> want(static_cast<size_t>(n - 1));
+    std::iota(want.begin(), want.end(), 1);
+    EXPECT_EQ(seen, want);
+  } else {
+    pg.send(view(mine), 0, {.tag = 3})->wait();
+  }
+  const int next = (pg.rank() + 1) % n, prev = (pg.rank() + n - 1) % n;
+  std::vector<float> out(300'000, static_cast<float>(pg.rank())), in(300'000, -1.0f);
+  std::vector<P2POp> ops{P2POp::recv(view(in), prev), P2POp::send(view(out), next)};
+  pg.batch_isend_irecv(ops)->wait();
+  EXPECT_EQ(in.front(), static_cast<float>(prev));
+  EXPECT_EQ(in.back(), static_cast<float>(prev));
   pg.barrier()->wait();
 }
 

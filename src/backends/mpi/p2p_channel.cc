@@ -1,0 +1,215 @@
+#include "backends/mpi/p2p_channel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "backends/mpi/communicator.h"
+#include "backends/mpi/runtime.h"
+#include "lockstep/core/error.h"
+
+namespace lockstep {
+
+namespace {
+
+constexpr size_t kChunkBytes = 256 * 1024;
+constexpr size_t kSendSlots = 4;  // per peer
+constexpr size_t kRecvSlots = 2;  // per peer, posted ahead
+constexpr std::chrono::microseconds kPollInterval{50};
+
+struct Slot {
+  std::vector<std::byte> bytes;
+  MPI_Request request = MPI_REQUEST_NULL;
+  size_t length = 0;    // recv: bytes received; send: bytes sent
+  size_t consumed = 0;  // recv: bytes already read
+  bool done = false;    // the request completed
+};
+
+struct PeerStreams {
+  std::deque<Slot> sends;  // in flight, oldest first
+  std::deque<Slot> recvs;  // posted, in post order
+  std::string broken;
+};
+
+GroupConfig own_communicator(GroupConfig config) {
+  config.name += "/p2p";  // its own store keys and creation tag
+  return config;
+}
+
+class MpiChannel final : public p2p::Channel {
+ public:
+  explicit MpiChannel(const GroupConfig& config)
+      : comm_(own_communicator(config)), rank_(config.rank), peers_(config.size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int p = 0; p < config.size; ++p)
+      if (p != rank_)
+        for (size_t i = 0; i < kRecvSlots; ++i) post_recv(p, Slot{});
+  }
+
+  ~MpiChannel() override { close(); }
+
+  const char* kind() const override { return "mpi"; }
+
+  size_t write(int peer, const std::byte* data, size_t bytes, Deadline) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    PeerStreams& s = peers_[peer];
+    reap_sends(peer);
+    if (bytes == 0 || s.sends.size() >= kSendSlots || !s.broken.empty()) return 0;
+    const size_t n = std::min(bytes, kChunkBytes);
+    Slot& slot = s.sends.emplace_back();
+    slot.bytes.assign(data, data + n);
+    slot.length = n;
+    int code = MPI_Isend(slot.bytes.data(), static_cast<int>(n), MPI_BYTE, peer, 0, comm_.get(),
+                         &slot.request);
+    if (code != MPI_SUCCESS) {
+      s.sends.pop_back();
+      s.broken = "MPI_Isend to rank " + std::to_string(peer) + " failed: " + mpi::error_text(code);
+      return 0;
+    }
+    return n;
+  }
+
+  size_t read(int peer, std::byte* data, size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    PeerStreams& s = peers_[peer];
+    size_t got = 0;
+    while (got < bytes && !s.recvs.empty()) {
+      Slot& front = s.recvs.front();
+      if (!test(peer, front)) break;
+      const size_t n = std::min(bytes - got, front.length - front.consumed);
+      std::memcpy(data + got, front.bytes.data() + front.consumed, n);
+      front.consumed += n;
+      got += n;
+      if (front.consumed == front.length) {
+        Slot reused = std::move(front);  // its buffer takes the next chunk
+        s.recvs.pop_front();
+        if (!closing_) post_recv(peer, std::move(reused));
+      }
+    }
+    return got;
+  }
+
+  std::string broken(int peer) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return peers_[peer].broken;
+  }
+
+  void sleep(Clock::time_point until, std::span<const int> want_room) override {
+    for (;;) {
+      if (woken_.exchange(false)) return;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
+          if (p == rank_) continue;
+          auto& recvs = peers_[p].recvs;
+          if (!recvs.empty() && test(p, recvs.front())) return;
+          if (!peers_[p].broken.empty()) return;
+        }
+        for (int p : want_room) {
+          reap_sends(p);
+          if (peers_[p].sends.size() < kSendSlots) return;
+        }
+      }
+      if (Clock::now() >= until) return;
+      std::this_thread::sleep_for(kPollInterval);
+    }
+  }
+
+  void wake() override { woken_.store(true); }
+
+  void close() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closing_) return;
+    closing_ = true;
+    auto deadline = Clock::now() + std::chrono::seconds(2);
+    for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
+      for (Slot& slot : peers_[p].recvs) {
+        if (slot.request == MPI_REQUEST_NULL) continue;
+        MPI_Cancel(&slot.request);
+        MPI_Wait(&slot.request, MPI_STATUS_IGNORE);
+      }
+      peers_[p].recvs.clear();
+      while (!peers_[p].sends.empty() && Clock::now() < deadline) {
+        reap_sends(p);
+        if (!peers_[p].sends.empty()) std::this_thread::sleep_for(kPollInterval);
+      }
+      for (Slot& slot : peers_[p].sends) {  // unread by a peer that left: given up
+        MPI_Cancel(&slot.request);
+        MPI_Wait(&slot.request, MPI_STATUS_IGNORE);
+      }
+      peers_[p].sends.clear();
+    }
+  }
+
+ private:
+  // REQUIRES mu_.
+  void post_recv(int peer, Slot slot_in) {
+    Slot& slot = peers_[peer].recvs.emplace_back(std::move(slot_in));
+    slot.bytes.resize(kChunkBytes);
+    slot.request = MPI_REQUEST_NULL;
+    slot.length = slot.consumed = 0;
+    slot.done = false;
+    int code = MPI_Irecv(slot.bytes.data(), static_cast<int>(kChunkBytes), MPI_BYTE, peer, 0,
+                         comm_.get(), &slot.request);
+    if (code != MPI_SUCCESS) {
+      peers_[peer].recvs.pop_back();
+      peers_[peer].broken =
+          "MPI_Irecv from rank " + std::to_string(peer) + " failed: " + mpi::error_text(code);
+    }
+  }
+
+  // Whether the posted recv in `slot` has completed (recording its length). REQUIRES mu_.
+  bool test(int peer, Slot& slot) {
+    if (slot.done) return true;
+    int flag = 0;
+    MPI_Status status;
+    int code = MPI_Test(&slot.request, &flag, &status);
+    if (code != MPI_SUCCESS) {
+      peers_[peer].broken = "receiving from rank " + std::to_string(peer) +
+                            " failed in MPI: " + mpi::error_text(code);
+      return false;
+    }
+    if (!flag) return false;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    slot.length = static_cast<size_t>(count);
+    slot.done = true;
+    return true;
+  }
+
+  // Frees the send slots whose MPI_Isend completed, oldest first. REQUIRES mu_.
+  void reap_sends(int peer) {
+    auto& sends = peers_[peer].sends;
+    while (!sends.empty()) {
+      int flag = 0;
+      int code = MPI_Test(&sends.front().request, &flag, MPI_STATUS_IGNORE);
+      if (code != MPI_SUCCESS) {
+        peers_[peer].broken = "sending to rank " + std::to_string(peer) +
+                              " failed in MPI: " + mpi::error_text(code);
+        sends.pop_front();
+        continue;
+      }
+      if (!flag) return;
+      sends.pop_front();
+    }
+  }
+
+  mpi::Communicator comm_;
+  const int rank_;
+  std::mutex mu_;
+  std::vector<PeerStreams> peers_;
+  std::atomic<bool> woken_{false};
+  bool closing_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<p2p::Channel> make_mpi_p2p_channel(const GroupConfig& config) {
+  return std::make_unique<MpiChannel>(config);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,153 @@
+// ProcessGroup's point-to-point calls: checked and numbered on the caller's thread, then handed
+// to the group's p2p engine (src/p2p/engine.h), which progresses them on its own. Backends
+// without a p2p channel (nccl) run sends and recvs through the progress queue instead.
+#include <exception>
+
+#include "comm/validate.h"
+#include "core/log.h"
+#include "group/p2p_channels.h"
+#include "group/process_group_impl.h"
+#include "lockstep/core/error.h"
+#include "lockstep/group/process_group.h"
+
+namespace lockstep {
+
+void ProcessGroup::Impl::start_p2p() {
+  if (config.size < 2) return;
+  auto channel = make_p2p_channel(config, backend->name());
+  if (!channel) return;
+  log_info("group '", config.name, "': point-to-point over a ", channel->kind(), " channel");
+  p2p = std::make_unique<p2p::Engine>(std::move(channel), config);
+}
+
+void ProcessGroup::Impl::close_p2p(const std::string& failure) {
+  if (!p2p) return;
+  const std::string here = detail::concat("rank ", config.rank,
+                                          " destroyed its process group while this op was pending");
+  const std::string peers =
+      failure.empty()
+          ? detail::concat("rank ", config.rank, " destroyed its process group (it posted no "
+                           "more sends or recvs for this rank)")
+          : failure;
+  p2p->close(here, peers, Deadline::after(std::chrono::seconds(2)));
+  p2p.reset();
+}
+
+Deadline ProcessGroup::Impl::p2p_deadline(std::chrono::milliseconds timeout) const {
+  return Deadline::after(timeout.count() < 0 ? config.timeout : timeout);
+}
+
+p2p::Request ProcessGroup::Impl::p2p_request(const P2POp& op, bool any_source) {
+  const char* what = op.is_send ? "send" : "recv";
+  if (!any_source) {
+    validate::rank_in_group(what, op.is_send ? "destination" : "source", op.peer, config.size);
+    LOCKSTEP_ENFORCE(op.peer != config.rank, InvalidArgument, what, ": rank ", config.rank,
+                     op.is_send ? " cannot send to itself; copy the buffer instead"
+                                : " cannot receive from itself");
+  }
+  ConstBufferView buffer = op.is_send ? op.input : ConstBufferView(op.output);
+  validate::has_data(what, op.is_send ? "input" : "output", buffer);
+  LOCKSTEP_ENFORCE(!buffer.device.is_cuda() || buffer.count == 0, InvalidArgument, what,
+                   ": rank ", config.rank, " passed a ", device_name(buffer.device),
+                   " buffer, but backend ", backend->name(),
+                   " starts host-memory messages only here (send and recv take CUDA buffers one "
+                   "by one, through nccl under auto)");
+  p2p::Request r{.is_send = op.is_send,
+                 .peer = any_source ? p2p::kAnySource : op.peer,
+                 .tag = op.tag,
+                 .dtype = buffer.dtype,
+                 .count = buffer.count,
+                 .input = op.input.data,
+                 .output = op.output.data};
+  std::lock_guard<std::mutex> lock(issue_mu);
+  if (any_source) {
+    r.name = detail::concat("recv #", any_recv_seq++, " from any rank");
+  } else {
+    uint64_t& seq = (op.is_send ? send_seq : recv_seq)[static_cast<size_t>(op.peer)];
+    r.name = detail::concat(what, " #", seq++, op.is_send ? " to rank " : " from rank ", op.peer);
+  }
+  return r;
+}
+
+namespace {
+
+std::string describe(const p2p::Request& r) {
+  return detail::concat(r.name, " (tag ", r.tag, ", ", dtype_name(r.dtype), " x ", r.count, ")");
+}
+
+}  // namespace
+
+WorkPtr ProcessGroup::send(ConstBufferView input, int dst, const P2POptions& o) {
+  if (!impl_->p2p || input.device.is_cuda()) {  // nccl moves CUDA buffers itself
+    validate::rank_in_group("send", "destination", dst, size());
+    LOCKSTEP_ENFORCE(dst != rank(), InvalidArgument, "send: rank ", rank(),
+                     " cannot send to itself; copy the buffer instead");
+    validate::has_data("send", "input", input);
+    return impl_->enqueue({.kind = OpKind::send, .dtype = input.dtype, .peer = dst, .tag = o.tag,
+                           .input = input.data, .count = input.count, .device = input.device},
+                          o.timeout);
+  }
+  p2p::Request r = impl_->p2p_request(P2POp::send(input, dst, o.tag), false);
+  std::string d = describe(r);
+  return impl_->p2p->post({std::move(r)}, impl_->p2p_deadline(o.timeout), std::move(d));
+}
+
+WorkPtr ProcessGroup::recv(BufferView output, int src, const P2POptions& o) {
+  if (!impl_->p2p || output.device.is_cuda()) {
+    validate::rank_in_group("recv", "source", src, size());
+    LOCKSTEP_ENFORCE(src != rank(), InvalidArgument, "recv: rank ", rank(),
+                     " cannot receive from itself");
+    validate::has_data("recv", "output", output);
+    return impl_->enqueue({.kind = OpKind::recv, .dtype = output.dtype, .peer = src, .tag = o.tag,
+                           .output = output.data, .count = output.count, .device = output.device},
+                          o.timeout);
+  }
+  p2p::Request r = impl_->p2p_request(P2POp::recv(output, src, o.tag), false);
+  std::string d = describe(r);
+  return impl_->p2p->post({std::move(r)}, impl_->p2p_deadline(o.timeout), std::move(d));
+}
+
+WorkPtr ProcessGroup::isend(ConstBufferView input, int dst, const P2POptions& o) {
+  return send(input, dst, o);
+}
+
+WorkPtr ProcessGroup::irecv(BufferView output, int src, const P2POptions& o) {
+  return recv(output, src, o);
+}
+
+WorkPtr ProcessGroup::recv_any(BufferView output, const P2POptions& o) {
+  LOCKSTEP_ENFORCE(size() > 1, InvalidArgument, "recv_any: group '", name(),
+                   "' has one rank: there is no other rank to receive from");
+  LOCKSTEP_ENFORCE(impl_->p2p != nullptr, InvalidArgument, "recv_any: backend ", backend_name(),
+                   " cannot receive from any source; use recv with a source rank");
+  p2p::Request r = impl_->p2p_request(P2POp::recv(output, 0, o.tag), true);
+  std::string d = describe(r);
+  return impl_->p2p->post({std::move(r)}, impl_->p2p_deadline(o.timeout), std::move(d));
+}
+
+WorkPtr ProcessGroup::batch_isend_irecv(std::span<const P2POp> ops,
+                                        std::chrono::milliseconds timeout) {
+  LOCKSTEP_ENFORCE(impl_->p2p != nullptr || ops.empty(), InvalidArgument,
+                   "batch_isend_irecv: backend ", backend_name(),
+                   " cannot start sends and recvs together; post them one by one");
+  std::vector<p2p::Request> requests;
+  std::string names;
+  for (const P2POp& op : ops) {
+    requests.push_back(impl_->p2p_request(op, false));
+    names += (names.empty() ? "" : ", ") + requests.back().name;
+  }
+  uint64_t index;
+  {
+    std::lock_guard<std::mutex> lock(impl_->issue_mu);
+    index = impl_->p2p_batches++;
+  }
+  std::string d = detail::concat("batch_isend_irecv #", index, " (", names, ")");
+  if (!impl_->p2p) {  // empty: nothing to do
+    auto [work, completion] = detail::WorkAccess::make(d);
+    detail::WorkAccess::complete(completion);
+    return work;
+  }
+  return impl_->p2p->post(std::move(requests), impl_->p2p_deadline(timeout), std::move(d));
+}
+
+}  // namespace lockstep

@@ -1,0 +1,289 @@
+// The p2p engine: posting, the progress loop, completion and closing (see engine.h).
+#include "p2p/engine.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/log.h"
+#include "lockstep/core/error.h"
+#include "p2p/engine_state.h"
+
+namespace lockstep::p2p {
+
+namespace {
+
+// The engine thread sleeps at most this long, so that deadlines and dead peers are seen in time.
+constexpr std::chrono::milliseconds kMaxSleep{100};
+// How long a waiter drives progress itself before it blocks, and how long the engine thread naps
+// while a waiter does.
+constexpr std::chrono::microseconds kPollBudget{200};
+constexpr std::chrono::microseconds kNap{200};
+
+}  // namespace
+
+std::string rank_text(int rank) { return "rank " + std::to_string(rank); }
+
+Engine::State::State(std::unique_ptr<Channel> c, const GroupConfig& config)
+    : channel(std::move(c)),
+      rank(config.rank),
+      size(config.size),
+      group(config.name),
+      host(host_name_of(config)),
+      peers(static_cast<size_t>(config.size)) {}
+
+Engine::Engine(std::unique_ptr<Channel> channel, const GroupConfig& config)
+    : state_(std::make_shared<State>(std::move(channel), config)) {
+  state_->thread = std::thread([s = state_.get()] { s->loop(); });
+}
+
+Engine::~Engine() {
+  close(detail::concat("rank ", state_->rank, " destroyed its process group while this op was "
+                       "pending"),
+        detail::concat("rank ", state_->rank, " destroyed its process group"),
+        Deadline::after(std::chrono::seconds(2)));
+}
+
+const char* Engine::channel_kind() const { return state_->channel->kind(); }
+
+WorkPtr Engine::post(std::vector<Request> requests, Deadline deadline, std::string description) {
+  std::weak_ptr<State> weak = state_;
+  auto [work, completion] = detail::WorkAccess::make(
+      description, [weak](const std::function<bool()>& done) {
+        if (auto s = weak.lock()) s->poll_while(done);
+      });
+  auto batch = std::make_shared<Batch>();
+  batch->work = completion;
+  batch->description = std::move(description);
+  batch->deadline = deadline;
+  State& s = *state_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (s.closed) {
+    lock.unlock();
+    detail::WorkAccess::complete(
+        completion, std::make_exception_ptr(InvalidArgument(
+                        batch->description + ": the group's point-to-point engine is closed")));
+    return work;
+  }
+  for (Request& r : requests) {
+    auto op = std::make_shared<PendingOp>();
+    op->bytes = r.count * element_size(r.dtype);
+    op->request = std::move(r);
+    op->batch = batch;
+    batch->ops.push_back(op);
+  }
+  batch->remaining = batch->ops.size();
+  if (batch->remaining == 0) {
+    s.finished.push_back(batch);
+  } else {
+    s.batches.push_back(batch);
+    // Recvs first: a batch's own send to this rank's... (never: peer != rank) - the order only
+    // matters per stream, and sends are framed in request order below.
+    for (const OpPtr& op : batch->ops)
+      if (op->request.is_send) s.start_send(op); else s.start_recv(op);
+    s.progress();
+  }
+  s.complete_finished(lock);
+  lock.unlock();
+  s.channel->wake();
+  return work;
+}
+
+void Engine::close(const std::string& why_here, const std::string& why_for_peers,
+                   Deadline linger) {
+  State& s = *state_;
+  {
+    std::unique_lock<std::mutex> lock(s.mu);
+    if (s.closed) return;
+    s.closed = true;
+    for (int p = 0; p < s.size; ++p) s.fail_ops_with(p, ErrorClass::network, why_here);
+    for (const auto& b : s.batches)  // recvs from any rank
+      for (const OpPtr& op : b->ops)
+        if (!op->done) s.op_done(op, std::make_exception_ptr(NetworkError(
+                                         op->request.name + ": " + why_here)));
+    s.batches.clear();
+    s.posted_recvs.clear();
+    for (int p = 0; p < s.size; ++p)
+      if (p != s.rank && s.peers[p].gone.empty() && !s.peers[p].poisoned)
+        s.queue_text(p, FrameKind::bye, 0, why_for_peers);
+    s.complete_finished(lock);
+    // Flush what is queued (the byes, and frames of sends already completed) while peers read.
+    while (!linger.expired() && !s.peers_with_output().empty()) {
+      s.progress();
+      auto want = s.peers_with_output();
+      if (want.empty()) break;
+      lock.unlock();
+      s.channel->sleep(std::min(linger.at(), Clock::now() + kMaxSleep), want);
+      lock.lock();
+    }
+    s.stop = true;
+  }
+  s.channel->wake();
+  if (s.thread.joinable()) s.thread.join();
+  try {
+    s.channel->close();
+  } catch (const std::exception& e) {
+    log_info("p2p: closing the ", s.channel->kind(), " channel: ", e.what());
+  }
+}
+
+void Engine::State::poll_while(const std::function<bool()>& done) {
+  pollers.fetch_add(1);
+  const auto stop_at = Clock::now() + kPollBudget;
+  while (!done() && Clock::now() < stop_at) {
+    std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
+    if (!lock.owns_lock() || stop) {
+      if (lock.owns_lock()) break;  // closed
+      std::this_thread::yield();
+      continue;
+    }
+    try {
+      progress();
+    } catch (const std::exception&) {
+      // the engine thread reports it
+    }
+    complete_finished(lock);
+  }
+  pollers.fetch_sub(1);
+}
+
+void Engine::State::loop() {
+  std::unique_lock<std::mutex> lock(mu);
+  while (!stop) {
+    try {
+      progress();
+    } catch (const std::exception& e) {
+      // progress() handles peers' failures itself; anything else is a bug: fail what is pending.
+      log_line(LogLevel::error, detail::concat("p2p engine of group '", group, "': ", e.what()));
+      for (int p = 0; p < size; ++p) fail_ops_with(p, ErrorClass::other, e.what());
+    }
+    complete_finished(lock);
+    if (stop) break;
+    if (pollers.load() > 0) {
+      lock.unlock();
+      std::this_thread::sleep_for(kNap);
+      lock.lock();
+      continue;
+    }
+    auto want = peers_with_output();
+    auto until = std::min(next_wakeup(), Clock::now() + kMaxSleep);
+    lock.unlock();
+    channel->sleep(until, want);
+    lock.lock();
+  }
+}
+
+void Engine::State::progress() {
+  channel->service();
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    if (!peers[p].gone.empty()) continue;
+    try {
+      write_out(p);
+      read_in(p);
+      check_gone(p);
+    } catch (const Error& e) {
+      peers[p].gone = e.what();
+      fail_ops_with(p, error_class_of(e), e.what());
+    }
+  }
+  check_deadlines();
+}
+
+std::vector<int> Engine::State::peers_with_output() const {
+  std::vector<int> want;
+  for (int p = 0; p < size; ++p)
+    if (!peers[p].out.empty() && peers[p].gone.empty() && !peers[p].poisoned) want.push_back(p);
+  return want;
+}
+
+void Engine::State::queue(int peer, OutFrame frame) {
+  peers[peer].out.push_back(std::move(frame));
+}
+
+void Engine::State::queue_text(int peer, FrameKind kind, uint64_t id, const std::string& text) {
+  OutFrame f;
+  f.header.kind = kind;
+  f.header.id = id;
+  f.text = text.substr(0, kMaxTextBytes);
+  f.header.bytes = f.text.size();
+  f.connect_by = Clock::now() + std::chrono::seconds(10);
+  queue(peer, std::move(f));
+}
+
+// Writes the peer's queued frames in order, as far as the channel takes them.
+void Engine::State::write_out(int peer) {
+  Peer& p = peers[peer];
+  while (!p.out.empty() && !p.poisoned) {
+    OutFrame& f = p.out.front();
+    if (!f.text.empty()) f.payload = reinterpret_cast<const std::byte*>(f.text.data());
+    const size_t header = sizeof(FrameHeader);
+    const size_t total = header + (carries_payload(f.header.kind) ? f.header.bytes : 0);
+    while (f.written < total) {
+      size_t n;
+      if (f.written < header) {
+        n = channel->write(peer, reinterpret_cast<const std::byte*>(&f.header) + f.written,
+                           header - f.written, Deadline(f.connect_by));
+      } else {
+        n = channel->write(peer, f.payload + (f.written - header), total - f.written,
+                           Deadline(f.connect_by));
+      }
+      if (n == 0) return;  // no room: the rest on a later round
+      f.written += n;
+    }
+    OpPtr completes = std::move(f.completes);
+    p.out.pop_front();
+    if (completes && !completes->done) op_done(completes);
+  }
+}
+
+void Engine::State::start_send(const OpPtr& op) {
+  const Request& r = op->request;
+  Peer& p = peers[r.peer];
+  op->id = p.next_id++;
+  if (!p.gone.empty()) {
+    op_done(op, std::make_exception_ptr(NetworkError(r.name + ": " + p.gone)));
+    return;
+  }
+  OutFrame f;
+  f.header.tag = r.tag;
+  f.header.dtype = static_cast<uint8_t>(r.dtype);
+  f.header.id = op->id;
+  f.header.count = r.count;
+  f.header.bytes = op->bytes;
+  f.connect_by = op->batch->deadline.at();
+  if (op->bytes <= kEagerBytes) {
+    f.header.kind = FrameKind::eager;
+    f.payload = static_cast<const std::byte*>(r.input);
+    f.completes = op;
+  } else {
+    f.header.kind = FrameKind::rts;
+    op->stage = PendingOp::Stage::awaiting_cts;
+    p.awaiting_cts[op->id] = op;
+  }
+  queue(r.peer, std::move(f));
+}
+
+void Engine::State::op_done(const OpPtr& op, std::exception_ptr error) {
+  if (op->done) return;
+  op->done = true;
+  Batch& b = *op->batch;
+  if (error && !b.error) b.error = error;
+  if (op->request.peer == kAnySource && !error && b.ops.size() == 1)
+    detail::WorkAccess::set_source_rank(b.work, op->source);
+  if (--b.remaining == 0) {
+    finished.push_back(op->batch);
+    batches.remove(op->batch);
+  }
+}
+
+void Engine::State::complete_finished(std::unique_lock<std::mutex>& lock) {
+  while (!finished.empty()) {
+    std::vector<std::shared_ptr<Batch>> done;
+    done.swap(finished);
+    lock.unlock();
+    for (const auto& b : done) detail::WorkAccess::complete(b->work, b->error);
+    lock.lock();
+  }
+}
+
+}  // namespace lockstep::p2p
