@@ -182,6 +182,17 @@ int try_connect(const addrinfo* a, Deadline deadline, Fd& out) {
 
 }  // namespace
 
+int connect_tcp_once(const std::string& host, uint16_t port, Deadline deadline, Fd& out) {
+  AddrInfo ai;
+  resolve(host, port, false, ai);
+  int err = EHOSTUNREACH;
+  for (addrinfo* a = ai.list; a; a = a->ai_next) {
+    err = try_connect(a, deadline, out);
+    if (err == 0) return 0;
+  }
+  return err;
+}
+
 Fd connect_tcp(const std::string& host, uint16_t port, Deadline deadline, bool log_progress) {
   auto backoff = milliseconds(10);
   auto started = Clock::now();
@@ -189,14 +200,10 @@ Fd connect_tcp(const std::string& host, uint16_t port, Deadline deadline, bool l
   std::string last_error = "none";
   for (;;) {
     try {
-      AddrInfo ai;
-      resolve(host, port, false, ai);
-      for (addrinfo* a = ai.list; a; a = a->ai_next) {
-        Fd fd;
-        int err = try_connect(a, deadline, fd);
-        if (err == 0) return fd;
-        last_error = errno_text(err);
-      }
+      Fd fd;
+      int err = connect_tcp_once(host, port, deadline, fd);
+      if (err == 0) return fd;
+      last_error = errno_text(err);
     } catch (const NetworkError& e) {
       last_error = e.what();  // name resolution can fail transiently while DNS catches up
     }

@@ -52,6 +52,10 @@ std::string peer_address(int fd);
 // deadline; logs progress every few seconds when log_progress. At the deadline throws TimeoutError
 // naming host:port and the last socket error.
 Fd connect_tcp(const std::string& host, uint16_t port, Deadline deadline, bool log_progress);
+// One attempt to connect to host:port (each address it resolves to, in turn), waiting up to the
+// deadline: 0 with the blocking socket in `out`, or the errno of the last address tried
+// (ECONNREFUSED: nothing listens there). A host that cannot be resolved throws NetworkError.
+int connect_tcp_once(const std::string& host, uint16_t port, Deadline deadline, Fd& out);
 // Accepts one connection, waiting up to the deadline (TimeoutError).
 Fd accept_tcp(int listen_fd, Deadline deadline);
 

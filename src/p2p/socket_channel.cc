@@ -1,0 +1,415 @@
+#include "p2p/socket_channel.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "core/log.h"
+#include "lockstep/core/error.h"
+
+namespace lockstep::p2p {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x4C4B5032;  // "LKP2"
+constexpr uint32_t kVersion = 1;
+// How long a newcomer may take to send its hello before it is dropped.
+constexpr milliseconds kHelloGrace{5000};
+// How long a published peer may refuse connections before it counts as gone.
+constexpr milliseconds kRefusedGrace{2000};
+// Connections accepted per service() round at most (the rest wait for the next round).
+constexpr int kAcceptsPerRound = 64;
+static_assert(sizeof(SocketChannel::Hello) == 96, "Hello is a wire format");
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The address peers connect to: the advertise address, else this host's name (as the tcp mesh).
+std::string advertised_host(const GroupConfig& config) {
+  std::string host = config.advertise_address.empty() ? net::hostname() : config.advertise_address;
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
+net::Fd listen_for(const GroupConfig& config) {
+  if (!config.advertise_address.empty()) {
+    try {
+      return net::listen_tcp(config.advertise_address, 0);
+    } catch (const NetworkError& e) {
+      log_info("group '", config.name, "' p2p: cannot listen on the advertise address ",
+               config.advertise_address, " (", e.what(), "); listening on all interfaces");
+    }
+  }
+  return net::listen_tcp("", 0);
+}
+
+// Splits "host:port" / "[v6]:port"; NetworkError naming the rank when malformed.
+std::pair<std::string, uint16_t> split_address(const std::string& a, int rank) {
+  size_t colon = a.rfind(':');
+  long port = colon == std::string::npos ? 0 : std::strtol(a.c_str() + colon + 1, nullptr, 10);
+  LOCKSTEP_ENFORCE(port > 0 && port < 65536, NetworkError, "rank ", rank,
+                   " published a malformed p2p address '", a,
+                   "' (another program using the same store keys?)");
+  std::string host = a.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  return {host, static_cast<uint16_t>(port)};
+}
+
+}  // namespace
+
+SocketChannel::SocketChannel(const GroupConfig& config)
+    : config_(config),
+      rank_(config.rank),
+      size_(config.size),
+      host_(host_name_of(config)),
+      group_hash_(fnv1a(config.name)),
+      peers_(std::make_unique<Peer[]>(static_cast<size_t>(config.size))) {
+  LOCKSTEP_ENFORCE(config.store, InvalidArgument, "SocketChannel: group '", config.name,
+                   "' has no store");
+  LOCKSTEP_ENFORCE(rank_ >= 0 && rank_ < size_, InvalidArgument, "SocketChannel: rank ", rank_,
+                   " outside a group of ", size_);
+  wake_fd_ = net::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  LOCKSTEP_ENFORCE(wake_fd_.valid(), NetworkError, prefix(), "eventfd failed: ",
+                   net::errno_text(errno));
+  listener_ = listen_for(config);
+  net::set_nonblocking(listener_.get(), true);
+  address_ = advertised_host(config) + ":" + std::to_string(net::local_port(listener_.get()));
+  config_.store->set(store_key(config_, "socket_addr", rank_), address_);
+}
+
+SocketChannel::~SocketChannel() = default;
+
+void SocketChannel::check_peer(int peer) const {
+  LOCKSTEP_ENFORCE(peer >= 0 && peer < size_, InvalidArgument, prefix(), "peer ", peer,
+                   " is outside the group (size ", size_, ")");
+}
+
+std::string SocketChannel::prefix() const {
+  return detail::concat("group '", config_.name, "' rank ", rank_, ": ");
+}
+
+std::string SocketChannel::describe(int peer) const {
+  const Peer& p = peers_[static_cast<size_t>(peer)];
+  std::string where;
+  if (p.pid > 0) where = detail::concat("pid ", p.pid, " on ", p.host);
+  if (!p.address.empty()) where += (where.empty() ? "" : ", ") + p.address;
+  else if (!p.remote.empty()) where += (where.empty() ? "" : ", ") + p.remote;
+  return detail::concat("rank ", peer, where.empty() ? "" : " (" + where + ")");
+}
+
+// ---- writing ----
+
+void SocketChannel::connect(int peer, Deadline deadline) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.address.empty()) {
+    std::string key = store_key(config_, "socket_addr", peer);
+    try {
+      p.address = config_.store->get(key, std::max(deadline.remaining(), milliseconds(1)));
+    } catch (const TimeoutError& e) {
+      throw TimeoutError(detail::concat(
+          prefix(), "rank ", peer, " never published its p2p address (store key '", key,
+          "') before the deadline: did it start, and make its side of the group? (", e.what(),
+          ")"));
+    }
+  }
+  auto [host, port] = split_address(p.address, peer);
+  net::Fd fd;
+  std::string error;
+  auto refused_since = Clock::time_point::max();
+  auto backoff = milliseconds(5);
+  for (;;) {
+    int err = 0;
+    try {
+      err = net::connect_tcp_once(host, port, deadline, fd);
+      if (err == 0) break;
+      error = net::errno_text(err);
+    } catch (const NetworkError& e) {
+      error = e.what();  // name resolution can fail transiently
+    }
+    auto now = Clock::now();
+    if (deadline.expired())
+      throw TimeoutError(detail::concat(prefix(), "could not connect to ", describe(peer),
+                                        " before the deadline (last error: ", error, ")"));
+    if (err != ECONNREFUSED) {
+      refused_since = Clock::time_point::max();
+    } else if (refused_since == Clock::time_point::max()) {
+      refused_since = now;
+    } else if (now - refused_since >= kRefusedGrace) {
+      throw NetworkError(detail::concat(prefix(), describe(peer), " refuses connections (", error,
+                                        "): its process has probably exited"));
+    }
+    std::this_thread::sleep_for(std::min(backoff, deadline.remaining()));
+    backoff = std::min(backoff * 2, milliseconds(100));
+  }
+  Hello h{.magic = kMagic, .version = kVersion, .group_hash = group_hash_, .size = size_,
+          .rank = rank_, .pid = static_cast<int32_t>(::getpid())};
+  std::strncpy(h.host, host_.c_str(), sizeof(h.host) - 1);
+  net::write_full(fd.get(), &h, sizeof(h), deadline, describe(peer));
+  net::set_nonblocking(fd.get(), true);
+  net::tune_tcp(fd.get(), 0);
+  std::lock_guard lock(mu_);
+  p.out = std::move(fd);
+  p.out_pollable = true;
+}
+
+size_t SocketChannel::write(int peer, const std::byte* data, size_t bytes, Deadline deadline) {
+  check_peer(peer);
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (!p.out_error.empty()) throw NetworkError(prefix() + p.out_error);
+  LOCKSTEP_ENFORCE(!closed_, InvalidArgument, prefix(), "write to rank ", peer,
+                   " after the channel was closed");
+  if (!p.out.valid()) connect(peer, deadline);
+  if (bytes == 0) return 0;
+  for (;;) {
+    ssize_t n = ::send(p.out.get(), data, bytes, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n >= 0) return static_cast<size_t>(n);
+    int e = errno;
+    if (e == EINTR) continue;
+    if (e == EAGAIN || e == EWOULDBLOCK) return 0;
+    p.out_error = (e == EPIPE || e == ECONNRESET)
+                      ? detail::concat("the connection to ", describe(peer),
+                                       " was reset (its process died?)")
+                      : detail::concat("sending to ", describe(peer),
+                                       " failed: ", net::errno_text(e));
+    {
+      std::lock_guard lock(mu_);
+      p.out_pollable = false;
+    }
+    throw NetworkError(prefix() + p.out_error);
+  }
+}
+
+// ---- reading ----
+
+size_t SocketChannel::read(int peer, std::byte* data, size_t bytes) {
+  check_peer(peer);
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (bytes == 0 || p.in_state != Inbound::open || !p.readable.load()) return 0;
+  for (;;) {
+    ssize_t n = ::recv(p.in.get(), data, bytes, MSG_DONTWAIT);
+    if (n > 0) {
+      if (static_cast<size_t>(n) < bytes) p.readable.store(false);
+      return static_cast<size_t>(n);
+    }
+    if (n == 0) {
+      end_inbound(p, Inbound::eof, 0);
+      return 0;
+    }
+    int e = errno;
+    if (e == EINTR) continue;
+    if (e == EAGAIN || e == EWOULDBLOCK) {
+      p.readable.store(false);
+      return 0;
+    }
+    end_inbound(p, Inbound::reset, e);
+    return 0;
+  }
+}
+
+void SocketChannel::end_inbound(Peer& p, Inbound state, int err) {
+  std::lock_guard lock(mu_);  // sleep() stops polling it (it would stay readable forever)
+  p.in_state = state;
+  p.in_errno = err;
+  p.readable.store(false);
+}
+
+bool SocketChannel::has_unread(Peer& p) {
+  if (p.in_state != Inbound::open) return false;
+  char c;
+  return ::recv(p.in.get(), &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
+std::string SocketChannel::broken(int peer) {
+  check_peer(peer);
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (!p.why.empty()) return p.why;
+  if (p.in_state == Inbound::reset) {
+    p.why = detail::concat("the connection from ", describe(peer), " was reset (",
+                           net::errno_text(p.in_errno), "; its process died?)");
+  } else if (p.in_state == Inbound::eof) {
+    bool closed = false;
+    try {
+      closed = config_.store->check({store_key(config_, "socket_closed", peer)});
+    } catch (const Error& e) {
+      log_info(prefix(), "could not ask the store whether rank ", peer, " closed: ", e.what());
+    }
+    p.why = closed ? detail::concat("rank ", peer, " closed its end of the stream")
+                   : detail::concat(describe(peer), " died: its stream ended without an orderly "
+                                                    "close (the process exited or was killed)");
+  } else if (!p.out_error.empty() && !has_unread(p)) {
+    p.why = p.out_error;
+  }
+  return p.why;
+}
+
+// ---- accepting, readiness ----
+
+std::string SocketChannel::hello_problem(const Hello& h) const {
+  if (h.magic != kMagic) return "not a lockstep p2p peer (bad magic)";
+  if (h.version != kVersion)
+    return detail::concat("protocol version ", h.version, " (this is ", kVersion, ")");
+  if (h.group_hash != group_hash_) return "a peer of another group";
+  if (h.size != size_)
+    return detail::concat("a peer with group size ", h.size, " (this group has ", size_, ")");
+  if (h.rank < 0 || h.rank >= size_) return detail::concat("claims rank ", h.rank);
+  if (peers_[static_cast<size_t>(h.rank)].in_state != Inbound::none)
+    return detail::concat("claims rank ", h.rank, ", which is already connected");
+  return "";
+}
+
+bool SocketChannel::advance(Pending& q) {
+  std::string problem;
+  for (;;) {
+    auto* at = reinterpret_cast<char*>(&q.hello) + q.got;
+    ssize_t n = ::recv(q.fd.get(), at, sizeof(Hello) - q.got, MSG_DONTWAIT);
+    if (n > 0) {
+      q.got += static_cast<size_t>(n);
+      if (q.got < sizeof(Hello)) continue;
+      problem = hello_problem(q.hello);
+      break;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (Clock::now() < q.give_up) return false;
+      problem = detail::concat("no hello within ", kHelloGrace.count(), " ms");
+    } else {
+      problem = n == 0 ? "closed before its hello ended" : "failed: " + net::errno_text(errno);
+    }
+    break;
+  }
+  if (!problem.empty()) {
+    log_info(prefix(), "dropped a p2p connection from ", q.remote, ": ", problem);
+    retire(std::move(q.fd));
+    return true;
+  }
+  Peer& p = peers_[static_cast<size_t>(q.hello.rank)];
+  p.in = std::move(q.fd);
+  p.in_state = Inbound::open;
+  p.pid = q.hello.pid;
+  p.host.assign(q.hello.host, strnlen(q.hello.host, sizeof(q.hello.host)));
+  p.remote = std::move(q.remote);
+  p.readable.store(true);  // the stream may have come with the hello
+  return true;
+}
+
+void SocketChannel::accept_new() {
+  for (int i = 0; i < kAcceptsPerRound; ++i) {
+    int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        log_warning(prefix(), "accepting p2p connections failed: ", net::errno_text(errno));
+      return;
+    }
+    Pending q{.fd = net::Fd(fd), .remote = net::peer_address(fd), .give_up = Clock::now() + kHelloGrace};
+    if (!advance(q)) pending_.push_back(std::move(q));
+  }
+}
+
+void SocketChannel::service() {
+  std::lock_guard lock(mu_);  // nothing below blocks
+  if (sleepers_ == 0) graveyard_.clear();
+  std::vector<pollfd> fds;
+  std::vector<int> who;  // the peer of each inbound entry
+  if (listener_.valid()) fds.push_back({listener_.get(), POLLIN, 0});
+  for (int i = 0; i < size_; ++i) {
+    if (peers_[static_cast<size_t>(i)].in_state != Inbound::open) continue;
+    fds.push_back({peers_[static_cast<size_t>(i)].in.get(), POLLIN, 0});
+    who.push_back(i);
+  }
+  if (fds.empty() && pending_.empty()) return;
+  int rc = fds.empty() ? 0 : ::poll(fds.data(), fds.size(), 0);
+  if (rc < 0) return;  // EINTR: next round
+  size_t first = listener_.valid() ? 1 : 0;
+  // Only ever set here: read() clears it when a recv comes up short, so a concurrent sleep()'s
+  // mark is never lost.
+  for (size_t k = 0; k < who.size(); ++k)
+    if (fds[first + k].revents != 0) peers_[static_cast<size_t>(who[k])].readable.store(true);
+  // Newcomers: those pending first, then fresh ones (hellos arrive with the connection).
+  std::erase_if(pending_, [&](Pending& q) { return advance(q); });
+  if (first == 1 && fds[0].revents != 0) accept_new();
+}
+
+void SocketChannel::retire(net::Fd fd) {
+  if (sleepers_ > 0) graveyard_.push_back(std::move(fd));
+}
+
+void SocketChannel::sleep(Clock::time_point until, std::span<const int> want_room) {
+  std::vector<pollfd> fds;
+  std::vector<int> who;  // per entry: the peer whose inbound socket it is, or -1
+  bool now = false;
+  {
+    std::lock_guard lock(mu_);
+    fds.push_back({wake_fd_.get(), POLLIN, 0});
+    if (listener_.valid()) fds.push_back({listener_.get(), POLLIN, 0});
+    for (const Pending& q : pending_) fds.push_back({q.fd.get(), POLLIN, 0});
+    who.assign(fds.size(), -1);
+    for (int i = 0; i < size_; ++i) {
+      const Peer& p = peers_[static_cast<size_t>(i)];
+      // Bytes already known to be there are the caller's to read: waiting on them would spin
+      // while it chooses not to (and an EOF stays readable forever).
+      if (p.in_state != Inbound::open || p.readable.load()) continue;
+      fds.push_back({p.in.get(), POLLIN, 0});
+      who.push_back(i);
+    }
+    for (int r : want_room) {
+      if (r < 0 || r >= size_) continue;
+      const Peer& p = peers_[static_cast<size_t>(r)];
+      if (!p.out_pollable) now = true;  // not connected yet (write connects) or failed: no wait
+      else fds.push_back({p.out.get(), POLLOUT, 0});
+    }
+    ++sleepers_;
+  }
+  auto left = std::max(until - Clock::now(), Clock::duration::zero());
+  if (!now && left > Clock::duration::zero()) {
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    timespec ts{.tv_sec = ns / 1'000'000'000, .tv_nsec = ns % 1'000'000'000};
+    if (::ppoll(fds.data(), fds.size(), &ts, nullptr) > 0) {
+      if (fds[0].revents != 0) {
+        uint64_t count = 0;
+        ssize_t r = ::read(wake_fd_.get(), &count, sizeof(count));
+        (void)r;
+      }
+      for (size_t k = 0; k < who.size(); ++k)
+        if (who[k] >= 0 && fds[k].revents != 0)
+          peers_[static_cast<size_t>(who[k])].readable.store(true);
+    }
+  }
+  std::lock_guard lock(mu_);
+  if (--sleepers_ == 0) graveyard_.clear();
+}
+
+void SocketChannel::wake() {
+  uint64_t one = 1;
+  ssize_t r = ::write(wake_fd_.get(), &one, sizeof(one));
+  (void)r;  // EAGAIN only when the counter is full: a wake is pending anyway
+}
+
+void SocketChannel::close() {
+  if (closed_) return;
+  closed_ = true;
+  try {
+    config_.store->set(store_key(config_, "socket_closed", rank_), "1");
+  } catch (const Error& e) {
+    log_info(prefix(), "could not record the p2p close in the store: ", e.what());
+  }
+  std::lock_guard lock(mu_);
+  for (int i = 0; i < size_; ++i) {
+    Peer& p = peers_[static_cast<size_t>(i)];
+    if (p.out.valid()) ::shutdown(p.out.get(), SHUT_WR);
+  }
+  retire(std::move(listener_));
+  for (Pending& q : pending_) retire(std::move(q.fd));
+  pending_.clear();
+}
+
+}  // namespace lockstep::p2p

@@ -1,0 +1,139 @@
+// SocketChannel: the Channel of tcp and hier groups, over TCP, one connection per direction.
+//
+// The writer makes each connection, on its first write() to a peer; the reader only accepts, so
+// two ranks never race to connect to each other. The constructor listens on an ephemeral port
+// (bound to the advertise address when it can be, else to all interfaces) and publishes
+// "host:port" under p2p::store_key(config, "socket_addr", rank). A first write() looks the peer's
+// key up and connects (blocking, until the write's deadline; a peer that keeps refusing for a
+// couple of seconds has exited, and is reported as such), then sends a 96-byte hello (magic,
+// version, group-name hash, size, rank, pid, host name). After that the socket is non-blocking
+// with TCP_NODELAY, and write() is one send(MSG_DONTWAIT).
+//
+// service() accepts without blocking and reads each newcomer's hello as it arrives; a connection
+// whose hello is garbage, of another group, of a rank out of range or already connected, or that
+// says nothing for 5 s, is closed with an info log naming its address, without disturbing the
+// streams. read() is one recv from the peer's inbound socket; EOF and resets are remembered for
+// broken(), which reports them once read() has returned every byte before them.
+//
+// Orderly close: close() sets store_key(config, "socket_closed", rank), then shuts down the write
+// side of every outbound socket, so peers read everything and then EOF. An EOF with that key set
+// is "closed its end of the stream"; without it the peer's kernel closed the socket for a dead
+// (or channel-dropping) process.
+//
+// Readiness: service() polls every inbound socket once per round (zero timeout) and sleep()'s
+// poll marks what it saw; read() skips the recv of a peer seen idle since its last short read.
+// So an idle round costs one poll(2), not one recv per peer. sleep() does not wait on a peer so
+// marked (its bytes, or its EOF, are there for read()): a caller that leaves a peer unread does
+// not spin, and one that reads until read() returns 0 before sleeping misses nothing.
+//
+// Threads (channel.h [Threads]): sleep() polls a snapshot of the descriptors taken under mu_;
+// everything that snapshot reads is changed under mu_ only. A descriptor dropped while a sleep()
+// runs (a rejected newcomer, the listener at close) is closed by the last sleeper to finish, so
+// a concurrent poll never sees its number reused.
+//
+// Limit: a peer that never wrote to this rank has no connection here, so its close or death is
+// not seen here (the engine's deadline covers that).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "comm/group_config.h"
+#include "net/socket.h"
+#include "p2p/channel.h"
+
+namespace lockstep::p2p {
+
+class SocketChannel final : public Channel {
+ public:
+  // Listens and publishes this rank's address in config.store. Throws NetworkError when it
+  // cannot listen.
+  explicit SocketChannel(const GroupConfig& config);
+  ~SocketChannel() override;
+  SocketChannel(const SocketChannel&) = delete;
+  SocketChannel& operator=(const SocketChannel&) = delete;
+
+  const char* kind() const override { return "socket"; }
+  size_t write(int peer, const std::byte* data, size_t bytes, Deadline deadline) override;
+  size_t read(int peer, std::byte* data, size_t bytes) override;
+  std::string broken(int peer) override;
+  void service() override;
+  void sleep(Clock::time_point until, std::span<const int> want_room) override;
+  void wake() override;
+  void close() override;
+
+  // The "host:port" this rank published.
+  const std::string& address() const { return address_; }
+
+  // The 96-byte hello a writer opens each connection with (public for tests).
+  struct Hello {
+    uint32_t magic = 0;
+    uint32_t version = 0;
+    uint64_t group_hash = 0;
+    int32_t size = 0;
+    int32_t rank = 0;
+    int32_t pid = 0;
+    int32_t reserved = 0;
+    char host[64] = {};
+  };
+
+ private:
+  enum class Inbound { none, open, eof, reset };
+  struct Peer {
+    // Outbound: made by write().
+    std::string address;      // "host:port" from the store ("" until looked up)
+    net::Fd out;              // the socket; assigned under mu_
+    bool out_pollable = false;  // under mu_: connected and not failed
+    std::string out_error;    // why sending failed ("" while fine)
+    // Inbound: accepted by service().
+    net::Fd in;               // assigned under mu_
+    Inbound in_state = Inbound::none;  // changed under mu_
+    int in_errno = 0;         // for Inbound::reset
+    int pid = 0;              // from the hello
+    std::string host;         // from the hello
+    std::string remote;       // the inbound socket's remote "ip:port"
+    std::atomic<bool> readable{false};  // a recv may find something
+    std::string why;          // broken()'s final answer, once known
+  };
+  struct Pending {
+    net::Fd fd;
+    std::string remote;
+    Hello hello;
+    size_t got = 0;
+    Clock::time_point give_up;
+  };
+
+  void check_peer(int peer) const;
+  std::string prefix() const;
+  std::string describe(int peer) const;
+  void connect(int peer, Deadline deadline);
+  void accept_new();
+  // Reads what has come of a newcomer's hello; true when it is settled (taken or dropped).
+  bool advance(Pending& q);
+  std::string hello_problem(const Hello& h) const;
+  void end_inbound(Peer& p, Inbound state, int err);
+  bool has_unread(Peer& p);
+  // Closes fd now, or hands it to the last running sleep(). Needs mu_.
+  void retire(net::Fd fd);
+
+  GroupConfig config_;
+  const int rank_;
+  const int size_;
+  std::string host_;     // this host's name, for hellos
+  std::string address_;  // what was published
+  uint64_t group_hash_ = 0;
+  std::unique_ptr<Peer[]> peers_;
+  bool closed_ = false;
+
+  std::mutex mu_;             // guards what sleep() reads: the fields marked above, and:
+  net::Fd listener_;          // invalid after close()
+  net::Fd wake_fd_;           // eventfd (never changes)
+  std::vector<Pending> pending_;
+  int sleepers_ = 0;
+  std::vector<net::Fd> graveyard_;  // dropped while a sleep() ran
+};
+
+}  // namespace lockstep::p2p
