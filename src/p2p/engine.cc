@@ -158,6 +158,7 @@ void Engine::State::loop() {
     }
     complete_finished(lock);
     if (stop) break;
+    if (unread) continue;  // a peer has more: no sleep
     if (pollers.load() > 0) {
       lock.unlock();
       std::this_thread::sleep_for(kNap);
@@ -174,12 +175,16 @@ void Engine::State::loop() {
 
 void Engine::State::progress() {
   channel->service();
+  unread = false;
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     if (!peers[p].gone.empty()) continue;
     try {
       write_out(p);
-      read_in(p);
+      if (read_in(p)) {
+        unread = true;
+        continue;  // not gone while bytes remain
+      }
       check_gone(p);
     } catch (const Error& e) {
       peers[p].gone = e.what();

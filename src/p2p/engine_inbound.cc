@@ -109,13 +109,13 @@ void Engine::State::deliver(const OpPtr& recv, int peer, const FrameHeader& h) {
   queue(peer, std::move(cts));
 }
 
-void Engine::State::read_in(int peer) {
+bool Engine::State::read_in(int peer) {
   Peer& p = peers[peer];
   for (size_t round = 0; round < kReadsPerRound; ++round) {
     if (p.in_header_got < sizeof(FrameHeader)) {
       size_t n = channel->read(peer, reinterpret_cast<std::byte*>(&p.in) + p.in_header_got,
                                sizeof(FrameHeader) - p.in_header_got);
-      if (n == 0) return;
+      if (n == 0) return false;
       p.in_header_got += n;
       if (p.in_header_got < sizeof(FrameHeader)) continue;
       check_frame(p.in, rank_text(peer));
@@ -132,11 +132,12 @@ void Engine::State::read_in(int peer) {
         n = channel->read(peer, p.in_dest, p.in_left);
         p.in_dest += n;
       }
-      if (n == 0) return;
+      if (n == 0) return false;
       p.in_left -= n;
     }
     if (p.in_left == 0) on_payload_done(peer);
   }
+  return true;  // more may be waiting: the channel's sleep() would not wake for it
 }
 
 // The header of p.in is complete: decide where its payload goes, or act on it.

@@ -127,7 +127,8 @@ struct Engine::State {
   // itself until done() or a short budget passes: on a fast path a message goes from the
   // channel to the waiter with no hand-off between threads.
   void poll_while(const std::function<bool()>& done);
-  void progress();  // REQUIRES mu
+  void progress();  // REQUIRES mu; sets unread when a peer may have more to read
+  bool unread = false;
   void write_out(int peer);
   void queue(int peer, OutFrame frame);
   void queue_text(int peer, FrameKind kind, uint64_t id, const std::string& text);
@@ -138,7 +139,9 @@ struct Engine::State {
   std::vector<int> peers_with_output() const;
 
   // engine_inbound.cc
-  void read_in(int peer);
+  // Reads what the peer sent, up to a bounded number of reads; true when it stopped at that bound
+  // (read to 0 before sleeping: a channel need not wake for bytes already there).
+  bool read_in(int peer);
   void on_header(int peer);
   void on_payload_done(int peer);
   void on_message(int peer, const FrameHeader& h);  // eager or rts header
