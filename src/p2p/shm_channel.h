@@ -2,18 +2,15 @@
 //
 // [Inboxes] Each rank owns one inbox, a segment it creates in its constructor (shm_open, named
 // "lockstep-p2p-<pid>-<random>") and publishes under store_key(config, "shm_inbox", rank) as
-// "<pid> <name>". An inbox is
-//   InboxHeader (owner pid and rank, ring capacity, the bell, the sleeping count, the closed
-//                flag, the attach count)
-//   RingControl x (size-1): one per sender, in rank order skipping the owner; head (bytes the
-//                sender has written, with its wants_room flag) and tail (bytes the owner has
-//                read), each on its own cache line
-//   ring data x (size-1): capacity bytes each, page-aligned, a power of two.
-// A writer maps only the control part of its peer's inbox and its own ring's data, and
-// fallocates that ring when it first connects (so a full /dev/shm fails there, not with SIGBUS);
-// a reader maps its own inbox whole. Untouched rings cost address space only. The name is
-// unlinked as soon as every peer has mapped it (attach count), else at destruction; a rank that
-// starts sweeps the segments of dead processes.
+// "<pid> <pid namespace> <name>". An inbox (layout in src/p2p/shm_inbox.h) is a header (owner pid
+// and rank, ring capacity, the bell, the sleeping count, the closed flag, the attach count), then a
+// ring per sender (size - 1 of them): its control (head, written by the sender, with its wants_room
+// flag; tail, written by the owner; each on its own cache line) and its data (capacity bytes, a
+// power of two, page-aligned). A writer maps only the controls of its peer's inbox and its own
+// ring's data, which it reserves (fallocate) when it first connects, so that a full /dev/shm
+// fails there and not with SIGBUS; a reader maps its own inbox whole. Untouched rings cost
+// address space only. The name is unlinked as soon as every peer has mapped it (attach count),
+// else at destruction; a rank that starts unlinks the inboxes of dead processes.
 //
 // [Streams] Ring s of inbox r is a single-producer single-consumer byte ring from s to r: head
 // is written only by s (release), tail only by r (release), both read with acquire; positions
@@ -30,8 +27,15 @@
 // wake-up, and no system call while nobody sleeps.
 //
 // [Liveness] broken(peer) reads the peer's closed flag (set by close() and by destruction) and,
-// for a peer in another process, a pidfd opened when its inbox was mapped. Ranks that are
-// threads of this process are judged by the closed flag alone.
+// for a peer in another process of this pid namespace, a pidfd opened when its inbox was mapped.
+// Ranks that are threads of this process (or whose pids mean nothing here) are judged by the
+// closed flag alone.
+//
+// [Threads] write, read, broken and close run under the engine's lock; they alone touch the
+// per-peer positions and map peers' inboxes (map_mu_ guards that). sleep() reads only shared
+// counters and the parts of a mapped peer that never change once published, so it runs beside
+// them; wake() only sets a flag and rings. Two sleep() calls at once that want room toward the
+// same peer may leave the later one to its 100 ms cap.
 #pragma once
 
 #include <atomic>
@@ -44,14 +48,16 @@
 
 #include "comm/group_config.h"
 #include "p2p/channel.h"
+#include "p2p/shm_inbox.h"
 
 namespace lockstep::p2p {
 
 class ShmChannel : public Channel {
  public:
   static constexpr size_t kDefaultRingBytes = size_t{1} << 20;
-  // Creates and publishes this rank's inbox. ring_bytes: the capacity of each ring of the inbox
-  // (a power of two, at least 4096); peers write into rings of the size their reader chose.
+  // Creates and publishes this rank's inbox (ConfigError when /dev/shm cannot hold it).
+  // ring_bytes: the capacity of each ring of the inbox, a power of two (raised to the page size
+  // if smaller); peers write into rings of the size their reader chose.
   explicit ShmChannel(const GroupConfig& config, size_t ring_bytes = kDefaultRingBytes);
   ~ShmChannel() override;
   ShmChannel(const ShmChannel&) = delete;
@@ -68,22 +74,20 @@ class ShmChannel : public Channel {
   // The /dev/shm name of this rank's inbox ("/lockstep-p2p-..."), for tests and messages.
   const std::string& inbox_name() const { return name_; }
 
-  struct InboxHeader;
-  struct RingControl;
-
  private:
-  // A peer's inbox as this rank sees it. Published once (peers_[p]) and immutable after, except
-  // `data`, which only write() sets and uses.
+  // A peer's inbox as this rank sees it. Published once (peers_[p]); after that only write()
+  // changes data and fd, and only broken() dead and next_look.
   struct Mapped {
-    InboxHeader* header = nullptr;
+    inbox::Header* header = nullptr;
     size_t control_bytes = 0;
-    RingControl* ring = nullptr;  // ring[me] in the peer's inbox
-    std::byte* data = nullptr;    // its data; null until the first write
+    inbox::RingControl* ring = nullptr;  // ring[me] in the peer's inbox
+    std::byte* data = nullptr;           // its data; null until the first write
     uint64_t capacity = 0;
     std::string name;
-    int fd = -1;          // open until `data` is mapped
+    int fd = -1;  // open until `data` is mapped
     int pid = 0;
-    int pidfd = -1;       // -1: same process, or no pidfd (then kill(pid, 0))
+    bool watch = false;        // another process in this pid namespace: its death shows
+    int pidfd = -1;            // -1: not watched, or no pidfd (then kill(pid, 0))
     bool gone_at_map = false;  // the process had exited when its inbox was mapped
     bool dead = false;         // broken()'s last look, taken at most every 5 ms
     Clock::time_point next_look{};
@@ -97,13 +101,16 @@ class ShmChannel : public Channel {
     uint64_t head_seen = 0;
   };
 
-  RingControl& my_ring(int sender) const;
+  inbox::RingControl& my_ring(int sender) const;
   std::byte* my_data(int sender) const;
-  // The peer's inbox mapped (control part), waiting for its store key until deadline. quiet:
-  // return null instead of throwing.
+  // The peer's inbox mapped (controls only), waiting for its store key until deadline.
+  // TimeoutError, or NetworkError (its inbox is gone: "rank 2 closed its end of the stream",
+  // "... died"); quiet: null instead, except for that NetworkError.
   Mapped* map_peer(int peer, Deadline deadline, bool quiet);
-  Mapped* mapped(int peer) const { return peers_[static_cast<size_t>(peer)].load(std::memory_order_acquire); }
-  void map_data(int peer, Mapped& m);
+  Mapped* mapped(int peer) const {
+    return peers_[static_cast<size_t>(peer)].load(std::memory_order_acquire);
+  }
+  void map_ring(int peer, Mapped& m);
   bool ready(std::span<const int> want_room) const;
   bool died(Mapped& m) const;
   std::string who(int peer) const;
@@ -113,13 +120,13 @@ class ShmChannel : public Channel {
   int me_;
   int n_;
   int own_pid_;
+  uint64_t own_ns_;
   std::string host_;
   std::string name_;
   std::byte* base_ = nullptr;  // my inbox
   size_t bytes_ = 0;
-  InboxHeader* header_ = nullptr;
+  inbox::Header* header_ = nullptr;
   uint64_t capacity_ = 0;
-  bool unlinked_ = false;
   bool closed_ = false;
   std::atomic<bool> wake_pending_{false};
   std::mutex map_mu_;  // serialises map_peer
