@@ -235,8 +235,16 @@ bool ShmChannel::died(Mapped& m) const {
 std::string ShmChannel::broken(int peer) {
   LOCKSTEP_ENFORCE(peer >= 0 && peer < n_ && peer != me_, InvalidArgument, who(peer),
                    " is not a peer in a group of ", n_);
-  inbox::RingControl& r = my_ring(peer);
-  if (r.head.load(std::memory_order_acquire) != r.tail.load(std::memory_order_relaxed)) return "";
+  std::string why = state_of(peer);
+  // Then whether read() has more: what the peer wrote before it closed (or died) is visible now.
+  const inbox::RingControl& r = my_ring(peer);
+  if (!why.empty() &&
+      r.head.load(std::memory_order_acquire) != r.tail.load(std::memory_order_relaxed))
+    return "";
+  return why;
+}
+
+std::string ShmChannel::state_of(int peer) {
   Mapped* m = mapped(peer);
   if (!m) {
     // Look the peer up at most every 50 ms: the store may be a round trip away.

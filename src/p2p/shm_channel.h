@@ -113,6 +113,7 @@ class ShmChannel : public Channel {
   void map_ring(int peer, Mapped& m);
   bool ready(std::span<const int> want_room) const;
   bool died(Mapped& m) const;
+  std::string state_of(int peer);  // broken(), leaving out whether read() has more
   std::string who(int peer) const;
   void mark_closed();
 
