@@ -4,7 +4,8 @@
 // engine) and in a 64 MiB stream through a small ring; a full ring takes nothing and
 // frees up as the reader reads; sleep() ends promptly on data, wake() and room (the median delay
 // is far below the 100 ms cap, which a lost wake-up would show) and keeps to `until`; broken()
-// after close and after the child is SIGKILLed; nothing is left in /dev/shm.
+// after close and after the child is SIGKILLed (only once its last bytes are read); nothing is
+// left in /dev/shm.
 #include "p2p/shm_channel.h"
 
 #include <dirent.h>
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <random>
+#include <string_view>
 #include <thread>
 
 #include "lockstep/core/error.h"
@@ -34,6 +36,7 @@ using namespace std::chrono_literals;
 using Bytes = std::vector<std::byte>;
 
 constexpr const char* kPortVariable = "LOCKSTEP_SHM_CHANNEL_TEST_PORT";
+constexpr std::string_view kLastWords = "written just before the SIGKILL";
 
 GroupConfig config(std::shared_ptr<Store> store, int rank, int size, std::string name = "g") {
   return {.name = std::move(name),
@@ -362,6 +365,8 @@ TEST(ShmChannelChild, DISABLED_Echo) {
   pump(ch, 1, in, 7000, 11);  // take it all, then send it back
   out.send[0] = std::move(in.recv[0]);
   pump(ch, 1, out, 7000, 12);
+  auto last = reinterpret_cast<const std::byte*>(kLastWords.data());
+  EXPECT_EQ(ch.write(0, last, kLastWords.size(), Deadline::after(1s)), kLastWords.size());
   store->set("echo/done", "1");
   std::this_thread::sleep_for(60s);
 }
@@ -385,20 +390,20 @@ TEST(ShmChannel, ChildProcessEchoesAndIsSeenDyingWhenKilled) {
     EXPECT_EQ(checksum(in.recv[1]), checksum(data));
     EXPECT_TRUE(in.recv[1] == data);
     store->wait({"echo/done"}, 10s);
-    EXPECT_EQ(ch.broken(1), "");
     child.kill(SIGKILL);
     const auto killed = Clock::now();
+    auto result = child.wait(5s);  // reaped: it is gone
+    EXPECT_EQ(result.signal, SIGKILL) << result.output;
+    EXPECT_EQ(ch.broken(1), "") << "its last words are still unread";
+    std::string last(kLastWords.size(), '\0');
+    EXPECT_EQ(ch.read(1, reinterpret_cast<std::byte*>(last.data()), last.size()), last.size());
+    EXPECT_EQ(last, kLastWords);
     std::string why;
     EXPECT_TRUE(testing::wait_until([&] { return !(why = ch.broken(1)).empty(); }, 2s));
     EXPECT_LT(Clock::now() - killed, 1s);
     EXPECT_EQ(why,
               "rank 1 (pid " + std::to_string(child_pid) + " on " + net::hostname() + ") died");
-    const auto start = Clock::now();  // and a sleep() ends within its cap, to look again
-    ch.sleep(start + 5s, std::vector<int>{});
-    EXPECT_LT(Clock::now() - start, 300ms);
   }
-  auto result = child.wait(5s);
-  EXPECT_EQ(result.signal, SIGKILL) << result.output;
   EXPECT_TRUE(inboxes_of(child_pid).empty());
   EXPECT_TRUE(inboxes_of(static_cast<int>(::getpid())).empty());
 }
