@@ -1,0 +1,140 @@
+// ShmChannel: the Channel of ranks on one host, over POSIX shared memory.
+//
+// [Inboxes] Each rank owns one inbox, a segment it creates in its constructor (shm_open, named
+// "lockstep-p2p-<pid>-<random>") and publishes under store_key(config, "shm_inbox", rank) as
+// "<pid> <pid namespace> <name>". An inbox (layout in src/p2p/shm_inbox.h) is a header (owner pid
+// and rank, ring capacity, the bell, the sleeping count, the closed flag, the attach count), then a
+// ring per sender (size - 1 of them): its control (head, written by the sender, with its wants_room
+// flag; tail, written by the owner; each on its own cache line) and its data (capacity bytes, a
+// power of two, page-aligned). A writer maps only the controls of its peer's inbox and its own
+// ring's data, which it reserves (fallocate) when it first connects, so that a full /dev/shm
+// fails there and not with SIGBUS; a reader maps its own inbox whole. Untouched rings cost
+// address space only. The name is unlinked as soon as every peer has mapped it (attach count),
+// else at destruction; a rank that starts unlinks the inboxes of dead processes.
+//
+// [Streams] Ring s of inbox r is a single-producer single-consumer byte ring from s to r: head
+// is written only by s (release), tail only by r (release), both read with acquire; positions
+// run freely and wrap by masking. Each side keeps its own position and a cached copy of the
+// other's, so a write or read that fits touches the shared counters once.
+//
+// [Sleeping] sleep() reads the bell of its own inbox, raises the sleeping count (and wants_room
+// in the rings it wants room in), re-checks (data in any ring, room in those rings, a pending
+// wake()), then futex-waits on the bell while it still holds the value read, for at most 100 ms
+// so that dead peers are noticed. A writer, after publishing head, re-reads the reader's
+// sleeping count behind a full fence and rings (increments the bell and futex-wakes) only when
+// it is non-zero; a reader, after publishing tail, does likewise with wants_room and rings the
+// writer's bell. Either the sleeper sees the new data or the waker sees the sleeper: no lost
+// wake-up, and no system call while nobody sleeps.
+//
+// [Liveness] broken(peer) reads the peer's closed flag (set by close() and by destruction) and,
+// for a peer in another process of this pid namespace, a pidfd opened when its inbox was mapped.
+// Ranks that are threads of this process (or whose pids mean nothing here) are judged by the
+// closed flag alone.
+//
+// [Threads] write, read, broken and close run under the engine's lock; they alone touch the
+// per-peer positions and map peers' inboxes (map_mu_ guards that). sleep() reads only shared
+// counters and the parts of a mapped peer that never change once published, so it runs beside
+// them; wake() only sets a flag and rings. Two sleep() calls at once that want room toward the
+// same peer may leave the later one to its 100 ms cap.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "comm/group_config.h"
+#include "p2p/channel.h"
+#include "p2p/shm_inbox.h"
+
+namespace lockstep::p2p {
+
+class ShmChannel : public Channel {
+ public:
+  static constexpr size_t kDefaultRingBytes = size_t{1} << 20;
+  // Creates and publishes this rank's inbox (ConfigError when /dev/shm cannot hold it).
+  // ring_bytes: the capacity of each ring of the inbox, a power of two (raised to the page size
+  // if smaller); peers write into rings of the size their reader chose.
+  explicit ShmChannel(const GroupConfig& config, size_t ring_bytes = kDefaultRingBytes);
+  ~ShmChannel() override;
+  ShmChannel(const ShmChannel&) = delete;
+  ShmChannel& operator=(const ShmChannel&) = delete;
+
+  const char* kind() const override { return "shm"; }
+  size_t write(int peer, const std::byte* data, size_t bytes, Deadline deadline) override;
+  size_t read(int peer, std::byte* data, size_t bytes) override;
+  std::string broken(int peer) override;
+  void sleep(Clock::time_point until, std::span<const int> want_room) override;
+  void wake() override;
+  void close() override;
+
+  // The /dev/shm name of this rank's inbox ("/lockstep-p2p-..."), for tests and messages.
+  const std::string& inbox_name() const { return name_; }
+
+ private:
+  // A peer's inbox as this rank sees it. Published once (peers_[p]); after that only write()
+  // changes data and fd, and only broken() dead and next_look.
+  struct Mapped {
+    inbox::Header* header = nullptr;
+    size_t control_bytes = 0;
+    inbox::RingControl* ring = nullptr;  // ring[me] in the peer's inbox
+    std::byte* data = nullptr;           // its data; null until the first write
+    uint64_t capacity = 0;
+    std::string name;
+    int fd = -1;  // open until `data` is mapped
+    int pid = 0;
+    bool watch = false;        // another process in this pid namespace: its death shows
+    int pidfd = -1;            // -1: not watched, or no pidfd (then kill(pid, 0))
+    bool gone_at_map = false;  // the process had exited when its inbox was mapped
+    bool dead = false;         // broken()'s last look, taken at most every 5 ms
+    Clock::time_point next_look{};
+  };
+  struct Out {  // toward a peer: touched only by write()
+    uint64_t head = 0;
+    uint64_t tail_seen = 0;
+  };
+  struct In {  // from a peer: touched only by read()
+    uint64_t tail = 0;
+    uint64_t head_seen = 0;
+  };
+
+  inbox::RingControl& my_ring(int sender) const;
+  std::byte* my_data(int sender) const;
+  // The peer's inbox mapped (controls only), waiting for its store key until deadline.
+  // TimeoutError, or NetworkError (its inbox is gone: "rank 2 closed its end of the stream",
+  // "... died"); quiet: null instead, except for that NetworkError.
+  Mapped* map_peer(int peer, Deadline deadline, bool quiet);
+  Mapped* mapped(int peer) const {
+    return peers_[static_cast<size_t>(peer)].load(std::memory_order_acquire);
+  }
+  void map_ring(int peer, Mapped& m);
+  bool ready(std::span<const int> want_room) const;
+  bool died(Mapped& m) const;
+  std::string state_of(int peer);  // broken(), leaving out whether read() has more
+  std::string who(int peer) const;
+  void mark_closed();
+
+  GroupConfig config_;
+  int me_;
+  int n_;
+  int own_pid_;
+  uint64_t own_ns_;
+  std::string host_;
+  std::string name_;
+  std::byte* base_ = nullptr;  // my inbox
+  size_t bytes_ = 0;
+  inbox::Header* header_ = nullptr;
+  uint64_t capacity_ = 0;
+  bool closed_ = false;
+  std::atomic<bool> wake_pending_{false};
+  std::mutex map_mu_;  // serialises map_peer
+  std::unique_ptr<std::atomic<Mapped*>[]> peers_;
+  std::vector<Out> out_;
+  std::vector<In> in_;
+  std::vector<Clock::time_point> next_try_;  // broken(): when to look up an unmapped peer again
+};
+
+}  // namespace lockstep::p2p

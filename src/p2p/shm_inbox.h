@@ -1,0 +1,89 @@
+// The shared-memory inbox under ShmChannel (src/p2p/shm_channel.h): its layout, and the system
+// calls on it (shm_open, mmap, futex, pidfd), so that the channel keeps to its protocol.
+//
+// Layout of the inbox of rank `owner` in a group of `size`, rings of `capacity` bytes:
+//   [0, 256)                     Header
+//   [256, +128 * (size - 1))     RingControl per sender, in rank order skipping the owner
+//   [data_offset, +capacity * (size - 1))   each sender's ring data; data_offset is page-aligned
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace lockstep::p2p::inbox {
+
+struct Header {
+  uint64_t magic = 0;
+  uint32_t version = 0;
+  int32_t rank = 0;
+  int32_t size = 0;
+  int32_t pid = 0;
+  uint64_t pid_ns = 0;       // pid_namespace() of the owner
+  uint64_t capacity = 0;     // of each ring; a power of two, a multiple of the page size
+  uint64_t data_offset = 0;  // of ring 0's data; page-aligned
+  uint64_t total_bytes = 0;
+  alignas(64) std::atomic<uint32_t> bell{0};  // futex word, rung by writers, readers and wake()
+  std::atomic<uint32_t> sleeping{0};          // sleep() calls in progress
+  alignas(64) std::atomic<uint32_t> closed{0};
+  std::atomic<uint32_t> attached{0};  // peers that have mapped this inbox
+};
+
+struct RingControl {
+  alignas(64) std::atomic<uint64_t> head{0};  // bytes written: only the sender stores
+  std::atomic<uint32_t> wants_room{0};        // the sender sleeps until there is room
+  alignas(64) std::atomic<uint64_t> tail{0};  // bytes read: only the owner stores
+};
+
+constexpr size_t kControlOffset = 256;
+static_assert(sizeof(Header) <= kControlOffset);
+static_assert(sizeof(RingControl) == 128);
+static_assert(std::atomic<uint32_t>::is_always_lock_free && sizeof(std::atomic<uint32_t>) == 4);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+// The index of `sender`'s ring in the inbox of `owner`.
+inline size_t slot(int sender, int owner) {
+  return static_cast<size_t>(sender < owner ? sender : sender - 1);
+}
+inline RingControl& ring_control(void* base, size_t slot) {
+  return *reinterpret_cast<RingControl*>(static_cast<std::byte*>(base) + kControlOffset +
+                                         slot * sizeof(RingControl));
+}
+size_t page_size();
+// This process's pid namespace (the inode of /proc/self/ns/pid; 0 if unknown): pids of processes
+// in another one mean nothing here.
+uint64_t pid_namespace();
+
+// A fresh name, "/lockstep-p2p-<pid>-<random>".
+std::string make_name();
+// Unlinks the inboxes of processes that no longer exist (their peers never all mapped them).
+void sweep_stale();
+
+// Creates inbox `name` for `rank` of a group of `size` (rings of `capacity` bytes), maps it
+// whole and initialises it. Sets `bytes` to its size. ConfigError on failure (nothing is left).
+std::byte* create(const std::string& name, int rank, int size, int pid, uint64_t capacity,
+                  size_t& bytes, const std::string& where);
+// Maps the header and ring controls of the inbox open as fd, when it is rank's inbox in a group
+// of size; null otherwise. Sets control_bytes to the mapping's length.
+Header* map_control(int fd, int rank, int size, size_t& control_bytes);
+// Reserves the memory of ring `slot` in the inbox open as fd (so that a full /dev/shm shows here
+// and not as SIGBUS later) and maps it. Null with `error` set on failure.
+std::byte* map_ring(int fd, const Header& header, size_t slot, int& error);
+
+// Sleeps while the word still holds `expected`, at most `timeout`; returns early on a ring, a
+// signal, or a changed value. Shared (not PRIVATE) futexes: waker and sleeper may be in
+// different processes, or map the page at different addresses.
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout);
+// Increments the header's bell and wakes whoever sleeps on it.
+void ring_bell(Header& header);
+
+// Whether pid no longer exists (kill(pid, 0) says ESRCH).
+bool pid_gone(int pid);
+// A pidfd of pid, or -1 (errno: ESRCH when it is gone already).
+int open_pidfd(int pid);
+// Whether the process of the pidfd has exited (zombie or reaped). Never waits.
+bool pidfd_exited(int pidfd);
+
+}  // namespace lockstep::p2p::inbox
