@@ -16,6 +16,7 @@ void ProcessGroup::Impl::start_p2p() {
   if (config.size < 2) return;
   auto channel = make_p2p_channel(config, backend->name());
   if (!channel) return;
+  channel->connect_all(Deadline::after(config.timeout));
   log_info("group '", config.name, "': point-to-point over a ", channel->kind(), " channel");
   p2p = std::make_unique<p2p::Engine>(std::move(channel), config);
 }

@@ -36,6 +36,11 @@ class Channel {
   // Why the streams with `peer` are unusable, "" while they are fine: "rank 1 (pid 4711 on
   // node-b) died", "rank 1 closed its end of the stream". Only once read() has nothing more.
   virtual std::string broken(int peer) = 0;
+  // Collective over the group (every rank calls it once, after making its channel): makes contact
+  // with every peer now rather than on first write, where the medium allows (shm: maps every
+  // peer's inbox, so that the names leave /dev/shm while the group lives and every peer's death
+  // is watched from the start). Default: nothing.
+  virtual void connect_all(Deadline /*deadline*/) {}
   // Housekeeping that needs the engine's lock: accepting peers' new connections, noticing dead
   // peers. Called once per progress round. Default: nothing.
   virtual void service() {}

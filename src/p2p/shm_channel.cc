@@ -157,6 +157,11 @@ ShmChannel::Mapped* ShmChannel::map_peer(int peer, Deadline deadline, bool quiet
   return raw;
 }
 
+void ShmChannel::connect_all(Deadline deadline) {
+  for (int p = 0; p < n_; ++p)
+    if (p != me_) map_peer(p, deadline, false);
+}
+
 void ShmChannel::map_ring(int peer, Mapped& m) {
   int error = 0;
   m.data = inbox::map_ring(m.fd, *m.header, slot(me_, peer), error);

@@ -63,6 +63,8 @@ class ShmChannel : public Channel {
   ShmChannel(const ShmChannel&) = delete;
   ShmChannel& operator=(const ShmChannel&) = delete;
 
+  // Maps every peer's inbox (see Channel::connect_all).
+  void connect_all(Deadline deadline) override;
   const char* kind() const override { return "shm"; }
   size_t write(int peer, const std::byte* data, size_t bytes, Deadline deadline) override;
   size_t read(int peer, std::byte* data, size_t bytes) override;

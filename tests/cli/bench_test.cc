@@ -132,11 +132,11 @@ TEST_P(BenchEveryOp, OnThreeRanksIsCorrect) {
                  "2", "--max-bytes", "4K", "--step-factor", "4", "--iters", "3"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   BenchOutput out = parse_output(r.output);
-  ASSERT_EQ(out.table_headers.size(), 9u) << r.output;
+  ASSERT_EQ(out.table_headers.size(), 10u) << r.output;
   for (const auto& h : out.table_headers)
     EXPECT_NE(h.find("backend " + backend + ", 3 ranks"), std::string::npos) << h;
   for (const char* op : {"all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter",
-                         "all_to_all", "gather", "scatter", "sendrecv"}) {
+                         "all_to_all", "gather", "scatter", "sendrecv", "pingpong"}) {
     bool found = false;
     for (const auto& h : out.table_headers)
       found = found || h.rfind("# " + std::string(op) + ":", 0) == 0;

@@ -119,7 +119,7 @@ TEST(SocketChannel, SleepReturnsOnDataConnectionAndWakeAndKeepsToUntil) {
   EXPECT_LT(seconds_since(t0), 1.0);
   t0 = Clock::now();
   a.sleep(t0 - 1s, {});
-  EXPECT_LT(seconds_since(t0), 0.05);
+  EXPECT_LT(seconds_since(t0), 0.5);
   // A wake before the sleep makes it return at once; one during it, too (from another thread).
   a.wake();
   t0 = Clock::now();

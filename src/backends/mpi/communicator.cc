@@ -1,6 +1,8 @@
 #include "backends/mpi/communicator.h"
 
 #include <functional>
+#include <mutex>
+#include <shared_mutex>
 
 #include "backends/mpi/runtime.h"
 #include "lockstep/core/error.h"
@@ -58,7 +60,11 @@ Communicator::Communicator(const GroupConfig& config) {
   MPI_Group_incl(world_group, config.size, config.global_ranks.data(), &members);
   // Concurrent creations (threads making different groups) are told apart by the tag.
   const int tag = static_cast<int>(std::hash<std::string>{}(config.name) & 0x7fff);
-  const int code = MPI_Comm_create_group(MPI_COMM_WORLD, members, tag, &comm_);
+  int code;
+  {
+    std::unique_lock<std::shared_mutex> changing(communicator_changes());
+    code = MPI_Comm_create_group(MPI_COMM_WORLD, members, tag, &comm_);
+  }
   MPI_Group_free(&members);
   MPI_Group_free(&world_group);
   if (code != MPI_SUCCESS)
@@ -71,7 +77,10 @@ Communicator::Communicator(const GroupConfig& config) {
 Communicator::~Communicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (!finalized && comm_ != MPI_COMM_NULL) {
+    std::unique_lock<std::shared_mutex> changing(communicator_changes());
+    MPI_Comm_free(&comm_);
+  }
 }
 
 }  // namespace lockstep::mpi

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
@@ -20,6 +21,7 @@ constexpr size_t kChunkBytes = 256 * 1024;
 constexpr size_t kSendSlots = 4;  // per peer
 constexpr size_t kRecvSlots = 2;  // per peer, posted ahead
 constexpr std::chrono::microseconds kPollInterval{50};
+constexpr std::chrono::seconds kCloseGrace{5};
 
 struct Slot {
   std::vector<std::byte> bytes;
@@ -33,6 +35,7 @@ struct PeerStreams {
   std::deque<Slot> sends;  // in flight, oldest first
   std::deque<Slot> recvs;  // posted, in post order
   std::string broken;
+  bool ended = false;  // the peer's end-of-stream marker (a zero-length message) arrived
 };
 
 GroupConfig own_communicator(GroupConfig config) {
@@ -44,6 +47,7 @@ class MpiChannel final : public p2p::Channel {
  public:
   explicit MpiChannel(const GroupConfig& config)
       : comm_(own_communicator(config)), rank_(config.rank), peers_(config.size) {
+    std::shared_lock<std::shared_mutex> mpi(mpi::communicator_changes());
     std::lock_guard<std::mutex> lock(mu_);
     for (int p = 0; p < config.size; ++p)
       if (p != rank_)
@@ -55,6 +59,7 @@ class MpiChannel final : public p2p::Channel {
   const char* kind() const override { return "mpi"; }
 
   size_t write(int peer, const std::byte* data, size_t bytes, Deadline) override {
+    std::shared_lock<std::shared_mutex> mpi(mpi::communicator_changes());
     std::lock_guard<std::mutex> lock(mu_);
     PeerStreams& s = peers_[peer];
     reap_sends(peer);
@@ -74,12 +79,18 @@ class MpiChannel final : public p2p::Channel {
   }
 
   size_t read(int peer, std::byte* data, size_t bytes) override {
+    std::shared_lock<std::shared_mutex> mpi(mpi::communicator_changes());
     std::lock_guard<std::mutex> lock(mu_);
     PeerStreams& s = peers_[peer];
     size_t got = 0;
-    while (got < bytes && !s.recvs.empty()) {
+    while (got < bytes && !s.recvs.empty() && !s.ended) {
       Slot& front = s.recvs.front();
       if (!test(peer, front)) break;
+      if (front.length == 0) {  // end of stream: nothing follows
+        s.ended = true;
+        s.recvs.pop_front();
+        break;
+      }
       const size_t n = std::min(bytes - got, front.length - front.consumed);
       std::memcpy(data + got, front.bytes.data() + front.consumed, n);
       front.consumed += n;
@@ -87,7 +98,7 @@ class MpiChannel final : public p2p::Channel {
       if (front.consumed == front.length) {
         Slot reused = std::move(front);  // its buffer takes the next chunk
         s.recvs.pop_front();
-        if (!closing_) post_recv(peer, std::move(reused));
+        post_recv(peer, std::move(reused));
       }
     }
     return got;
@@ -95,6 +106,8 @@ class MpiChannel final : public p2p::Channel {
 
   std::string broken(int peer) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (peers_[peer].ended && peers_[peer].broken.empty())
+      return "rank " + std::to_string(peer) + " closed its end of the stream";
     return peers_[peer].broken;
   }
 
@@ -102,6 +115,7 @@ class MpiChannel final : public p2p::Channel {
     for (;;) {
       if (woken_.exchange(false)) return;
       {
+        std::shared_lock<std::shared_mutex> mpi(mpi::communicator_changes());
         std::lock_guard<std::mutex> lock(mu_);
         for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
           if (p == rank_) continue;
@@ -121,33 +135,59 @@ class MpiChannel final : public p2p::Channel {
 
   void wake() override { woken_.store(true); }
 
+  // [Orderly close] Every peer gets an end-of-stream marker (a zero-length message), and this rank
+  // receives (and drops) what its peers still send until their markers arrive, a few seconds at
+  // most: a message left unreceived on a freed communicator could be matched by a later one
+  // that reuses its context id.
   void close() override {
+    std::shared_lock<std::shared_mutex> mpi(mpi::communicator_changes());
     std::lock_guard<std::mutex> lock(mu_);
     if (closing_) return;
     closing_ = true;
-    auto deadline = Clock::now() + std::chrono::seconds(2);
-    for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
-      for (Slot& slot : peers_[p].recvs) {
-        if (slot.request == MPI_REQUEST_NULL) continue;
-        MPI_Cancel(&slot.request);
-        MPI_Wait(&slot.request, MPI_STATUS_IGNORE);
-      }
-      peers_[p].recvs.clear();
-      while (!peers_[p].sends.empty() && Clock::now() < deadline) {
+    const int n = static_cast<int>(peers_.size());
+    for (int p = 0; p < n; ++p) {
+      if (p == rank_) continue;
+      Slot& marker = peers_[p].sends.emplace_back();
+      MPI_Isend(nullptr, 0, MPI_BYTE, p, 0, comm_.get(), &marker.request);
+    }
+    const auto deadline = Clock::now() + kCloseGrace;
+    for (;;) {
+      bool waiting = false;
+      for (int p = 0; p < n; ++p) {
+        PeerStreams& s = peers_[p];
+        if (p == rank_ || s.ended || !s.broken.empty()) continue;
+        while (!s.recvs.empty() && test(p, s.recvs.front())) {
+          Slot done = std::move(s.recvs.front());
+          s.recvs.pop_front();
+          if (done.length == 0) {
+            s.ended = true;
+            break;
+          }
+          post_recv(p, std::move(done), true);  // dropped: keep receiving until the marker
+        }
+        waiting |= !s.ended && s.broken.empty();
         reap_sends(p);
-        if (!peers_[p].sends.empty()) std::this_thread::sleep_for(kPollInterval);
+        waiting |= !s.sends.empty();
       }
-      for (Slot& slot : peers_[p].sends) {  // unread by a peer that left: given up
-        MPI_Cancel(&slot.request);
-        MPI_Wait(&slot.request, MPI_STATUS_IGNORE);
-      }
+      if (!waiting || Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(kPollInterval);
+    }
+    for (int p = 0; p < n; ++p) {
+      for (auto* slots : {&peers_[p].recvs, &peers_[p].sends})
+        for (Slot& slot : *slots) {
+          if (slot.request == MPI_REQUEST_NULL) continue;
+          MPI_Cancel(&slot.request);  // a peer that never closed: given up
+          MPI_Wait(&slot.request, MPI_STATUS_IGNORE);
+        }
+      peers_[p].recvs.clear();
       peers_[p].sends.clear();
     }
   }
 
  private:
   // REQUIRES mu_.
-  void post_recv(int peer, Slot slot_in) {
+  void post_recv(int peer, Slot slot_in, bool closing = false) {
+    if (closing_ && !closing) return;
     Slot& slot = peers_[peer].recvs.emplace_back(std::move(slot_in));
     slot.bytes.resize(kChunkBytes);
     slot.request = MPI_REQUEST_NULL;

@@ -100,6 +100,11 @@ void initialize(Runtime& rt) {
 
 }  // namespace
 
+std::shared_mutex& communicator_changes() {
+  static std::shared_mutex mu;
+  return mu;
+}
+
 void ensure_initialized() {
   static std::once_flag once;
   Runtime& rt = runtime();

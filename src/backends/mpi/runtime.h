@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <shared_mutex>
 #include <string>
 
 #include "backends/mpi/mpi.h"
@@ -29,5 +30,10 @@ std::string error_text(int code);
 
 // Keeps a request that an op gave up on (timeout); see [Leftover requests].
 void adopt_leftover(MPI_Request request);
+
+// [Communicator changes] Open MPI's ob1 (4.1) crashes in MPI_Comm_create_group when another thread
+// tests requests at the same moment. Creating and freeing a communicator holds this exclusively;
+// the p2p channel, which tests requests continually, holds it shared around its MPI calls.
+std::shared_mutex& communicator_changes();
 
 }  // namespace lockstep::mpi
