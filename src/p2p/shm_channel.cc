@@ -158,8 +158,15 @@ ShmChannel::Mapped* ShmChannel::map_peer(int peer, Deadline deadline, bool quiet
 }
 
 void ShmChannel::connect_all(Deadline deadline) {
-  for (int p = 0; p < n_; ++p)
-    if (p != me_) map_peer(p, deadline, false);
+  for (int p = 0; p < n_; ++p) {
+    if (p == me_) continue;
+    try {
+      map_peer(p, deadline, false);
+    } catch (const NetworkError&) {
+      // The peer has already left (a fast rank that destroyed its group): the first write to it,
+      // or broken(), says so; making this group must not fail for it.
+    }
+  }
 }
 
 void ShmChannel::map_ring(int peer, Mapped& m) {
