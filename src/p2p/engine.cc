@@ -17,7 +17,15 @@ constexpr std::chrono::milliseconds kMaxSleep{100};
 // How long a waiter drives progress itself before it blocks, and how long the engine thread naps
 // while a waiter does.
 constexpr std::chrono::microseconds kPollBudget{200};
-constexpr std::chrono::microseconds kNap{200};
+// After a waiter polled, the engine thread naps rather than sleeping in the channel for this long:
+// a program that waits for message after message (a ping-pong, a pipeline) keeps its peers from
+// waking this thread, which would race the next waiter for the lock.
+constexpr std::chrono::milliseconds kRecentPoll{2};
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
 
 }  // namespace
 
@@ -143,6 +151,7 @@ void Engine::State::poll_while(const std::function<bool()>& done) {
     }
     complete_finished(lock);
   }
+  last_poll_ns.store(now_ns());
   pollers.fetch_sub(1);
 }
 
@@ -159,10 +168,12 @@ void Engine::State::loop() {
     complete_finished(lock);
     if (stop) break;
     if (unread) continue;  // a peer has more: no sleep
-    if (pollers.load() > 0) {
-      lock.unlock();
-      std::this_thread::sleep_for(kNap);
-      lock.lock();
+    if (pollers.load() > 0 ||
+        now_ns() - last_poll_ns.load() <
+            std::chrono::duration_cast<std::chrono::nanoseconds>(kRecentPoll).count()) {
+      // Waiters drive progress: stay off the cores (no periodic wake-ups that would preempt a
+      // spinning waiter on a small machine), but look again now and then.
+      napping.wait_for(lock, kRecentPoll);
       continue;
     }
     auto want = peers_with_output();

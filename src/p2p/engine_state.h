@@ -120,6 +120,8 @@ struct Engine::State {
   // Threads in Work::wait that drive progress themselves (poll_while): while there are any, the
   // engine thread naps instead of sleeping in the channel, so peers need not wake it.
   std::atomic<int> pollers{0};
+  std::atomic<int64_t> last_poll_ns{0};  // steady clock, when the last waiter stopped polling
+  std::condition_variable napping;  // the engine thread's wait while waiters poll (timeouts only)
 
   // engine.cc
   void loop();
