@@ -137,13 +137,16 @@ void Engine::close(const std::string& why_here, const std::string& why_for_peers
 void Engine::State::poll_while(const std::function<bool()>& done) {
   pollers.fetch_add(1);
   const auto stop_at = Clock::now() + kPollBudget;
-  while (!done() && Clock::now() < stop_at) {
-    std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
-    if (!lock.owns_lock() || stop) {
-      if (lock.owns_lock()) break;  // closed
-      std::this_thread::yield();
-      continue;
+  bool finished = false;
+  for (unsigned round = 0;; ++round) {
+    if (done()) {
+      finished = true;
+      break;
     }
+    if (round % 16 == 15 && Clock::now() >= stop_at) break;  // the clock is slow on some VMs
+    std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
+    if (!lock.owns_lock()) continue;
+    if (stop) break;
     try {
       progress();
     } catch (const std::exception&) {
@@ -151,8 +154,14 @@ void Engine::State::poll_while(const std::function<bool()>& done) {
     }
     complete_finished(lock);
   }
-  last_poll_ns.store(now_ns());
+  // Done: the engine thread keeps out of the way for a while (the next wait is likely soon). Not
+  // done within the budget: it takes over at once, and this thread blocks.
+  last_poll_ns.store(finished ? now_ns() : 0);
   pollers.fetch_sub(1);
+  if (!finished) {
+    napping.notify_all();
+    channel->wake();
+  }
 }
 
 void Engine::State::loop() {
