@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds the core and its group tests under AddressSanitizer (gcc's -fsanitize=address, part of
-# Debian's g++) in <build>/asan, and runs them: every collective on tcp, shm and hier, the error
-# paths, and dropped in-flight Work handles, small (inline) and large (progress thread), where a
-# use-after-free would show. scripts/test.sh runs it after the main suite.
+# Builds the core and its group and p2p tests under AddressSanitizer (gcc's -fsanitize=address,
+# part of Debian's g++) in <build>/asan, and runs them: every collective on tcp, shm and hier, the
+# error paths, dropped in-flight Work handles, small (inline) and large (progress thread), and the
+# p2p engine and its channels, where a use-after-free would show. scripts/test.sh runs it after
+# the main suite.
 #
-# Usage: bash scripts/sanitize.sh [gtest filter]   (default: every test of test_group)
+# Usage: bash scripts/sanitize.sh [gtest filter]   (default: every test but the 1 GiB message)
 # Settings: LOCKSTEP_BUILD_DIR as for setup.sh; LOCKSTEP_SANITIZE (default address, e.g.
 # address,undefined).
 set -euo pipefail
@@ -18,8 +19,9 @@ if [[ ! -f "$asan_dir/build.ninja" ]]; then
     -DLOCKSTEP_WITH_PYTHON=OFF -DLOCKSTEP_WITH_MPI=OFF -DLOCKSTEP_WITH_NCCL=OFF \
     -DLOCKSTEP_BUILD_EXAMPLES=OFF >/dev/null
 fi
-cmake --build "$asan_dir" -j "${LOCKSTEP_JOBS:-$(nproc)}" --target test_group
+cmake --build "$asan_dir" -j "${LOCKSTEP_JOBS:-$(nproc)}" --target test_group test_p2p
 # Leak checking needs ptrace, which containers often forbid: ASan's memory errors are the point.
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:${ASAN_OPTIONS:-}"
-"$asan_dir/tests/test_group" --gtest_brief=1 --gtest_filter="${1:-*}"
-echo "sanitize.sh: test_group passed under -fsanitize=${LOCKSTEP_SANITIZE:-address}"
+"$asan_dir/tests/test_group" --gtest_brief=1 --gtest_filter="${1:--*Gibibyte*}"
+"$asan_dir/tests/test_p2p" --gtest_brief=1 --gtest_filter="${1:-*}"
+echo "sanitize.sh: test_group and test_p2p passed under -fsanitize=${LOCKSTEP_SANITIZE:-address}"
