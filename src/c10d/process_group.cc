@@ -41,8 +41,18 @@ class LockstepWork : public ::c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   int sourceRank() const override {
-    TORCH_CHECK(source_rank_ >= 0, "sourceRank() is only defined for a recv");
+    TORCH_CHECK(source_rank_ >= 0 || any_source_, "sourceRank() is only defined for a recv");
+    TORCH_CHECK(source_rank_ >= 0, "sourceRank() of a recv from any source is known once it "
+                                   "has completed: call wait() first");
     return source_rank_;
+  }
+
+  // Keeps the lockstep op's handle until the op completes: a dropped handle would make the torch
+  // call wait for the op ([Dropped handles] in lockstep/comm/work.h), and async_op=True, isend
+  // and irecv would block. `any_source`: sourceRank() is the op's, once it completed.
+  void hold(WorkPtr op, bool any_source) {
+    op_ = std::move(op);
+    any_source_ = any_source;
   }
   void synchronize() override {}
   void abort() override {
@@ -53,6 +63,7 @@ class LockstepWork : public ::c10d::Work {
 
   // Runs once, on the thread that completed the lockstep op.
   void done(std::exception_ptr error) {
+    if (any_source_ && op_) source_rank_ = op_->source_rank();
     if (!error && finish_) {
       try {
         finish_();
@@ -68,6 +79,7 @@ class LockstepWork : public ::c10d::Work {
       future_->setError(error);
     else
       future_->markCompleted(c10::IValue(outputs_));
+    op_.reset();  // the op is over: dropping its handle no longer waits
   }
 
  private:
@@ -78,6 +90,8 @@ class LockstepWork : public ::c10d::Work {
 
   Tensors outputs_;
   int source_rank_;
+  WorkPtr op_;
+  bool any_source_ = false;
   Tensors keep_alive_;
   std::function<void()> finish_;
   c10::intrusive_ptr<at::ivalue::Future> future_;
@@ -86,9 +100,10 @@ class LockstepWork : public ::c10d::Work {
 // The torch Work of one lockstep op: completes (running `finish` first) when `op` does.
 c10::intrusive_ptr<::c10d::Work> work_for(::c10d::OpType type, Tensors outputs, const WorkPtr& op,
                                           Tensors keep_alive, std::function<void()> finish = {},
-                                          int source_rank = -1) {
+                                          int source_rank = -1, bool any_source = false) {
   auto work = c10::make_intrusive<LockstepWork>(type, std::move(outputs), source_rank,
                                                 std::move(keep_alive), std::move(finish));
+  work->hold(op, any_source);
   op->on_complete([work](std::exception_ptr e) { work->done(e); });
   return work;
 }
@@ -528,10 +543,13 @@ auto ProcessGroupLockstep::recv(Tensors& tensors, int src, int tag) -> Ptr<Work>
       ::c10d::OpType::RECV, tensors, op, {s.buffer}, [s] { s.write_back(); }, src);
 }
 
-auto ProcessGroupLockstep::recvAnysource(Tensors&, int) -> Ptr<Work> {
-  throw InvalidArgument(
-      "lockstep recv: receiving from any source (dist.recv without src) is not supported yet: "
-      "lockstep's point-to-point names its peer. Pass src=RANK");
+auto ProcessGroupLockstep::recvAnysource(Tensors& tensors, int tag) -> Ptr<Work> {
+  const at::Tensor& t = single(tensors, "recv");
+  Staged s = stage(t);
+  auto op = group_->recv_any(view_of(s.buffer, "recv"), {.tag = static_cast<uint32_t>(tag)});
+  return work_for(
+      ::c10d::OpType::RECVANYSOURCE, tensors, op, {s.buffer}, [s] { s.write_back(); }, -1,
+      true);
 }
 
 }  // namespace lockstep::c10d_backend
