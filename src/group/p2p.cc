@@ -38,7 +38,7 @@ Deadline ProcessGroup::Impl::p2p_deadline(std::chrono::milliseconds timeout) con
   return Deadline::after(timeout.count() < 0 ? config.timeout : timeout);
 }
 
-p2p::Request ProcessGroup::Impl::p2p_request(const P2POp& op, bool any_source) {
+ConstBufferView ProcessGroup::Impl::check_p2p(const P2POp& op, bool any_source) const {
   const char* what = op.is_send ? "send" : "recv";
   if (!any_source) {
     validate::rank_in_group(what, op.is_send ? "destination" : "source", op.peer, config.size);
@@ -48,6 +48,12 @@ p2p::Request ProcessGroup::Impl::p2p_request(const P2POp& op, bool any_source) {
   }
   ConstBufferView buffer = op.is_send ? op.input : ConstBufferView(op.output);
   validate::has_data(what, op.is_send ? "input" : "output", buffer);
+  return buffer;
+}
+
+p2p::Request ProcessGroup::Impl::p2p_request(const P2POp& op, bool any_source) {
+  const char* what = op.is_send ? "send" : "recv";
+  const ConstBufferView buffer = check_p2p(op, any_source);
   LOCKSTEP_ENFORCE(!buffer.device.is_cuda() || buffer.count == 0, InvalidArgument, what,
                    ": rank ", config.rank, " passed a ", device_name(buffer.device),
                    " buffer, but backend ", backend->name(),
@@ -70,41 +76,27 @@ p2p::Request ProcessGroup::Impl::p2p_request(const P2POp& op, bool any_source) {
   return r;
 }
 
-namespace {
-
-std::string describe(const p2p::Request& r) {
-  return detail::concat(r.name, " (tag ", r.tag, ", ", dtype_name(r.dtype), " x ", r.count, ")");
-}
-
-}  // namespace
-
 WorkPtr ProcessGroup::send(ConstBufferView input, int dst, const P2POptions& o) {
   if (!impl_->p2p || input.device.is_cuda()) {  // nccl moves CUDA buffers itself
-    validate::rank_in_group("send", "destination", dst, size());
-    LOCKSTEP_ENFORCE(dst != rank(), InvalidArgument, "send: rank ", rank(),
-                     " cannot send to itself; copy the buffer instead");
-    validate::has_data("send", "input", input);
+    impl_->check_p2p(P2POp::send(input, dst, o.tag), false);
     return impl_->enqueue({.kind = OpKind::send, .dtype = input.dtype, .peer = dst, .tag = o.tag,
                            .input = input.data, .count = input.count, .device = input.device},
                           o.timeout);
   }
   p2p::Request r = impl_->p2p_request(P2POp::send(input, dst, o.tag), false);
-  std::string d = describe(r);
+  std::string d = p2p::describe(r);
   return impl_->p2p->post({std::move(r)}, impl_->p2p_deadline(o.timeout), std::move(d));
 }
 
 WorkPtr ProcessGroup::recv(BufferView output, int src, const P2POptions& o) {
   if (!impl_->p2p || output.device.is_cuda()) {
-    validate::rank_in_group("recv", "source", src, size());
-    LOCKSTEP_ENFORCE(src != rank(), InvalidArgument, "recv: rank ", rank(),
-                     " cannot receive from itself");
-    validate::has_data("recv", "output", output);
+    impl_->check_p2p(P2POp::recv(output, src, o.tag), false);
     return impl_->enqueue({.kind = OpKind::recv, .dtype = output.dtype, .peer = src, .tag = o.tag,
                            .output = output.data, .count = output.count, .device = output.device},
                           o.timeout);
   }
   p2p::Request r = impl_->p2p_request(P2POp::recv(output, src, o.tag), false);
-  std::string d = describe(r);
+  std::string d = p2p::describe(r);
   return impl_->p2p->post({std::move(r)}, impl_->p2p_deadline(o.timeout), std::move(d));
 }
 
@@ -122,7 +114,7 @@ WorkPtr ProcessGroup::recv_any(BufferView output, const P2POptions& o) {
   LOCKSTEP_ENFORCE(impl_->p2p != nullptr, InvalidArgument, "recv_any: backend ", backend_name(),
                    " cannot receive from any source; use recv with a source rank");
   p2p::Request r = impl_->p2p_request(P2POp::recv(output, 0, o.tag), true);
-  std::string d = describe(r);
+  std::string d = p2p::describe(r);
   return impl_->p2p->post({std::move(r)}, impl_->p2p_deadline(o.timeout), std::move(d));
 }
 

@@ -45,6 +45,9 @@ struct ProcessGroup::Impl {
   // peers `failure` when it is not empty (this rank failed) or that the group was destroyed.
   void start_p2p();
   void close_p2p(const std::string& failure);
+  // The argument checks every send and recv passes (peer in range and not this rank unless
+  // any_source; data for a non-empty buffer); returns the op's buffer.
+  ConstBufferView check_p2p(const P2POp& op, bool any_source) const;
   // Numbers and names one send or recv (peer kAnySource: from any rank) and checks it.
   p2p::Request p2p_request(const P2POp& op, bool any_source);
   Deadline p2p_deadline(std::chrono::milliseconds timeout) const;

@@ -84,8 +84,7 @@ WorkPtr Engine::post(std::vector<Request> requests, Deadline deadline, std::stri
     s.finished.push_back(batch);
   } else {
     s.batches.push_back(batch);
-    // Recvs first: a batch's own send to this rank's... (never: peer != rank) - the order only
-    // matters per stream, and sends are framed in request order below.
+    // In request order: sends to one peer are framed in the order they were requested.
     for (const OpPtr& op : batch->ops)
       if (op->request.is_send) s.start_send(op); else s.start_recv(op);
     s.progress();

@@ -59,6 +59,9 @@ struct Request {
   std::string name;             // "send #3 to rank 1", "recv #0 from any rank"
 };
 
+// "recv #0 from rank 1 (tag 0, f32 x 4096)": a request as Works and errors name it.
+std::string describe(const Request& r);
+
 class Engine {
  public:
   Engine(std::unique_ptr<Channel> channel, const GroupConfig& config);

@@ -53,10 +53,11 @@ std::string line_of(char kind, uint32_t tag, const std::string& text) {
 
 }  // namespace
 
-std::string Engine::State::op_text(const PendingOp& op) const {
-  const Request& r = op.request;
+std::string describe(const Request& r) {
   return detail::concat(r.name, " (tag ", r.tag, ", ", dtype_name(r.dtype), " x ", r.count, ")");
 }
+
+std::string Engine::State::op_text(const PendingOp& op) const { return describe(op.request); }
 
 std::string Engine::State::mismatch_text(const PendingOp& recv, int sender,
                                          const FrameHeader& h) const {
@@ -113,7 +114,10 @@ void Engine::State::check_deadlines() {
   const auto now = Clock::now();
   while (!recently_timed_out.empty() && now - recently_timed_out.front().at > kRememberTimedOut)
     recently_timed_out.pop_front();
-  for (const auto& b : std::vector<std::shared_ptr<Batch>>(batches.begin(), batches.end())) {
+  // Runs every progress round: no copy of the list. op_done may remove the batch being looked at
+  // (only that one), so the iterator moves on first.
+  for (auto it = batches.begin(); it != batches.end();) {
+    const std::shared_ptr<Batch> b = *it++;
     if (!b->diagnosing && now >= b->deadline.at()) {
       b->diagnosing = true;
       b->give_up = now + kReplyGrace;
