@@ -307,6 +307,9 @@ void Engine::State::complete_finished(std::unique_lock<std::mutex>& lock) {
     lock.unlock();
     for (const auto& b : done) detail::WorkAccess::complete(b->work, b->error);
     lock.lock();
+    // A batch and its ops point at each other: break the cycle, or neither is ever freed. An op
+    // still referenced elsewhere (a frame being written, a detached recv) keeps its batch alive.
+    for (const auto& b : done) b->ops.clear();
   }
 }
 
