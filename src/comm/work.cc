@@ -1,5 +1,6 @@
 #include "lockstep/comm/work.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <vector>
@@ -18,13 +19,14 @@ struct WorkState {
   const std::string description;
   std::mutex mu;
   std::condition_variable done_cv;
-  bool done = false;
+  // Written under mu; also read without it (release/acquire) by a waiter's poll loop.
+  std::atomic<bool> done{false};
   std::exception_ptr error;
   std::vector<std::function<void(std::exception_ptr)>> callbacks;
   bool observed = false;       // someone saw the outcome: wait, exception() or a callback
   bool handle_alive = true;    // the caller's Work still exists
   int source_rank = -1;        // a recv from any source: the rank it received from
-  WaitPoller poller;           // see work_access.h; may be empty
+  std::weak_ptr<WaitPoller> poller;  // see work_access.h; may be empty
 };
 
 namespace {
@@ -44,7 +46,7 @@ thread_local bool on_progress_thread = false;
 }  // namespace
 
 std::pair<WorkPtr, WorkCompletion> WorkAccess::make(std::string description,
-                                                    WaitPoller poller) {
+                                                    std::weak_ptr<WaitPoller> poller) {
   auto state = std::make_shared<WorkState>(std::move(description));
   state->poller = std::move(poller);
   return {WorkPtr(new Work(state)), state};
@@ -55,7 +57,7 @@ void WorkAccess::complete(const WorkCompletion& s, std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(s->mu);
     s->error = std::move(error);
-    s->done = true;
+    s->done.store(true, std::memory_order_release);
     callbacks.swap(s->callbacks);
     if (!callbacks.empty()) s->observed = true;
     if (s->error && !s->handle_alive && !s->observed) log_unobserved(*s);
@@ -63,6 +65,8 @@ void WorkAccess::complete(const WorkCompletion& s, std::exception_ptr error) {
   s->done_cv.notify_all();
   for (auto& fn : callbacks) fn(s->error);
 }
+
+const std::string& WorkAccess::description(const WorkCompletion& s) { return s->description; }
 
 void WorkAccess::mark_progress_thread() { on_progress_thread = true; }
 
@@ -80,16 +84,13 @@ Work::~Work() {
   // On a progress thread the op may be one this thread has yet to run: complete() logs its error.
   if (!detail::on_progress_thread) {
     // The progress thread completes every op by its deadline, so this wait is bounded too.
-    state_->done_cv.wait(lock, [&] { return state_->done; });
+    state_->done_cv.wait(lock, [&] { return state_->done.load(); });
   }
   state_->handle_alive = false;
   if (state_->done && state_->error && !state_->observed) detail::log_unobserved(*state_);
 }
 
-bool Work::is_completed() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->done;
-}
+bool Work::is_completed() const { return state_->done.load(std::memory_order_acquire); }
 
 const std::string& Work::description() const { return state_->description; }
 
@@ -99,17 +100,16 @@ int Work::source_rank() const {
 }
 
 void Work::wait(std::chrono::milliseconds timeout) {
-  if (state_->poller) {
-    state_->poller([s = state_.get()] {
-      std::lock_guard<std::mutex> lock(s->mu);
-      return s->done;
-    });
+  if (!state_->done.load(std::memory_order_acquire)) {
+    if (auto poller = state_->poller.lock())
+      poller->poll_while(
+          [s = state_.get()] { return s->done.load(std::memory_order_acquire); });
   }
   std::unique_lock<std::mutex> lock(state_->mu);
   if (timeout.count() < 0) {
     // The progress thread completes every op by its deadline, so this wait is bounded too.
-    state_->done_cv.wait(lock, [&] { return state_->done; });
-  } else if (!state_->done_cv.wait_for(lock, timeout, [&] { return state_->done; })) {
+    state_->done_cv.wait(lock, [&] { return state_->done.load(); });
+  } else if (!state_->done_cv.wait_for(lock, timeout, [&] { return state_->done.load(); })) {
     throw TimeoutError(detail::concat(state_->description, ": not finished after ",
                                       timeout.count(),
                                       " ms of Work::wait (the op itself continues until its own "

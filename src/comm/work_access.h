@@ -14,21 +14,28 @@ namespace lockstep::detail {
 
 using WorkCompletion = std::shared_ptr<WorkState>;
 
-// A way for a thread that waits for an op to drive the op's progress itself for a short while
-// (the p2p engine's: no hand-off between threads on a fast path). It returns once done() is true
-// or its own budget is spent; Work::wait then blocks as usual.
-using WaitPoller = std::function<void(const std::function<bool()>& done)>;
+// What a thread that waits for an op may run to drive the op's progress itself for a short while
+// (the p2p engine: no hand-off between threads on a fast path). poll_while returns once done() is
+// true or its own budget is spent; Work::wait then blocks as usual. Works hold it weakly: a Work
+// may outlive its group.
+class WaitPoller {
+ public:
+  virtual ~WaitPoller() = default;
+  virtual void poll_while(const std::function<bool()>& done) = 0;
+};
 
 struct WorkAccess {
   // A new op's handle, for the caller, and its completion side, for the thread that runs it.
   static std::pair<WorkPtr, WorkCompletion> make(std::string description,
-                                                 WaitPoller poller = nullptr);
+                                                 std::weak_ptr<WaitPoller> poller = {});
   // Called once per op: wakes the waiters, then runs the on_complete callbacks.
   static void complete(const WorkCompletion& work, std::exception_ptr error = nullptr);
   // Marks the calling thread as a group's progress thread: a handle dropped there (by an
   // on_complete callback, say) does not wait, since this thread may be the one that must run the
   // op.
   static void mark_progress_thread();
+  // The op's description (Work::description()), for the thread that runs it.
+  static const std::string& description(const WorkCompletion& work);
   // A recv from any source: the rank it received from (before complete()).
   static void set_source_rank(const WorkCompletion& work, int rank);
 };

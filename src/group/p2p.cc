@@ -67,12 +67,8 @@ p2p::Request ProcessGroup::Impl::p2p_request(const P2POp& op, bool any_source) {
                  .input = op.input.data,
                  .output = op.output.data};
   std::lock_guard<std::mutex> lock(issue_mu);
-  if (any_source) {
-    r.name = detail::concat("recv #", any_recv_seq++, " from any rank");
-  } else {
-    uint64_t& seq = (op.is_send ? send_seq : recv_seq)[static_cast<size_t>(op.peer)];
-    r.name = detail::concat(what, " #", seq++, op.is_send ? " to rank " : " from rank ", op.peer);
-  }
+  r.seq = any_source ? any_recv_seq++
+                     : (op.is_send ? send_seq : recv_seq)[static_cast<size_t>(op.peer)]++;
   return r;
 }
 
@@ -85,7 +81,7 @@ WorkPtr ProcessGroup::send(ConstBufferView input, int dst, const P2POptions& o) 
   }
   p2p::Request r = impl_->p2p_request(P2POp::send(input, dst, o.tag), false);
   std::string d = p2p::describe(r);
-  return impl_->p2p->post({std::move(r)}, impl_->p2p_deadline(o.timeout), std::move(d));
+  return impl_->p2p->post(std::span(&r, 1), impl_->p2p_deadline(o.timeout), std::move(d));
 }
 
 WorkPtr ProcessGroup::recv(BufferView output, int src, const P2POptions& o) {
@@ -97,7 +93,7 @@ WorkPtr ProcessGroup::recv(BufferView output, int src, const P2POptions& o) {
   }
   p2p::Request r = impl_->p2p_request(P2POp::recv(output, src, o.tag), false);
   std::string d = p2p::describe(r);
-  return impl_->p2p->post({std::move(r)}, impl_->p2p_deadline(o.timeout), std::move(d));
+  return impl_->p2p->post(std::span(&r, 1), impl_->p2p_deadline(o.timeout), std::move(d));
 }
 
 WorkPtr ProcessGroup::isend(ConstBufferView input, int dst, const P2POptions& o) {
@@ -115,7 +111,7 @@ WorkPtr ProcessGroup::recv_any(BufferView output, const P2POptions& o) {
                    " cannot receive from any source; use recv with a source rank");
   p2p::Request r = impl_->p2p_request(P2POp::recv(output, 0, o.tag), true);
   std::string d = p2p::describe(r);
-  return impl_->p2p->post({std::move(r)}, impl_->p2p_deadline(o.timeout), std::move(d));
+  return impl_->p2p->post(std::span(&r, 1), impl_->p2p_deadline(o.timeout), std::move(d));
 }
 
 WorkPtr ProcessGroup::batch_isend_irecv(std::span<const P2POp> ops,
@@ -127,7 +123,7 @@ WorkPtr ProcessGroup::batch_isend_irecv(std::span<const P2POp> ops,
   std::string names;
   for (const P2POp& op : ops) {
     requests.push_back(impl_->p2p_request(op, false));
-    names += (names.empty() ? "" : ", ") + requests.back().name;
+    names += (names.empty() ? "" : ", ") + p2p::name_of(requests.back());
   }
   uint64_t index;
   {
@@ -140,7 +136,7 @@ WorkPtr ProcessGroup::batch_isend_irecv(std::span<const P2POp> ops,
     detail::WorkAccess::complete(completion);
     return work;
   }
-  return impl_->p2p->post(std::move(requests), impl_->p2p_deadline(timeout), std::move(d));
+  return impl_->p2p->post(requests, impl_->p2p_deadline(timeout), std::move(d));
 }
 
 }  // namespace lockstep

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/coarse_clock.h"
 #include "core/log.h"
 #include "lockstep/core/error.h"
 #include "p2p/engine_state.h"
@@ -20,10 +21,15 @@ constexpr std::chrono::microseconds kPollBudget{200};
 // After a waiter polled, the engine thread naps rather than sleeping in the channel for this long:
 // a program that waits for message after message (a ping-pong, a pipeline) keeps its peers from
 // waking this thread, which would race the next waiter for the lock.
-constexpr std::chrono::milliseconds kRecentPoll{2};
+// Frames up to this size (header and payload) are written with one Channel::write.
+constexpr size_t kCoalesceBytes = 512;
+// Read on the cheap clock (coarse_now), so at least its lag.
+constexpr std::chrono::milliseconds kRecentPoll{2 * kCoarseClockLag};
+// How long the engine thread naps at a time meanwhile.
+constexpr std::chrono::milliseconds kNap{2};
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+int64_t coarse_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(coarse_now().time_since_epoch())
       .count();
 }
 
@@ -53,23 +59,20 @@ Engine::~Engine() {
 
 const char* Engine::channel_kind() const { return state_->channel->kind(); }
 
-WorkPtr Engine::post(std::vector<Request> requests, Deadline deadline, std::string description) {
-  std::weak_ptr<State> weak = state_;
+WorkPtr Engine::post(std::span<Request> requests, Deadline deadline, std::string description) {
   auto [work, completion] = detail::WorkAccess::make(
-      description, [weak](const std::function<bool()>& done) {
-        if (auto s = weak.lock()) s->poll_while(done);
-      });
+      std::move(description), std::weak_ptr<detail::WaitPoller>(state_));
   auto batch = std::make_shared<Batch>();
   batch->work = completion;
-  batch->description = std::move(description);
   batch->deadline = deadline;
+  batch->posted = coarse_now();
   State& s = *state_;
   std::unique_lock<std::mutex> lock(s.mu);
   if (s.closed) {
     lock.unlock();
     detail::WorkAccess::complete(
         completion, std::make_exception_ptr(InvalidArgument(
-                        batch->description + ": the group's point-to-point engine is closed")));
+                        work->description() + ": the group's point-to-point engine is closed")));
     return work;
   }
   for (Request& r : requests) {
@@ -87,7 +90,7 @@ WorkPtr Engine::post(std::vector<Request> requests, Deadline deadline, std::stri
     // In request order: sends to one peer are framed in the order they were requested.
     for (const OpPtr& op : batch->ops)
       if (op->request.is_send) s.start_send(op); else s.start_recv(op);
-    s.progress();
+    s.progress(true);  // no liveness look here: the loops that wait do that
   }
   s.complete_finished(lock);
   lock.unlock();
@@ -106,7 +109,7 @@ void Engine::close(const std::string& why_here, const std::string& why_for_peers
     for (const auto& b : s.batches)  // recvs from any rank
       for (const OpPtr& op : b->ops)
         if (!op->done) s.op_done(op, std::make_exception_ptr(NetworkError(
-                                         op->request.name + ": " + why_here)));
+                                         name_of(op->request) + ": " + why_here)));
     s.batches.clear();
     s.posted_recvs.clear();
     for (int p = 0; p < s.size; ++p)
@@ -142,12 +145,12 @@ void Engine::State::poll_while(const std::function<bool()>& done) {
       finished = true;
       break;
     }
-    if (round % 16 == 15 && Clock::now() >= stop_at) break;  // the clock is slow on some VMs
+    if (round % 64 == 63 && Clock::now() >= stop_at) break;  // the clock is slow on some VMs
     std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
     if (!lock.owns_lock()) continue;
     if (stop) break;
     try {
-      progress();
+      progress(true);
     } catch (const std::exception&) {
       // the engine thread reports it
     }
@@ -155,7 +158,7 @@ void Engine::State::poll_while(const std::function<bool()>& done) {
   }
   // Done: the engine thread keeps out of the way for a while (the next wait is likely soon). Not
   // done within the budget: it takes over at once, and this thread blocks.
-  last_poll_ns.store(finished ? now_ns() : 0);
+  last_poll_ns.store(finished ? coarse_ns() : 0);
   pollers.fetch_sub(1);
   if (!finished) {
     napping.notify_all();
@@ -177,11 +180,11 @@ void Engine::State::loop() {
     if (stop) break;
     if (unread) continue;  // a peer has more: no sleep
     if (pollers.load() > 0 ||
-        now_ns() - last_poll_ns.load() <
+        coarse_ns() - last_poll_ns.load() <
             std::chrono::duration_cast<std::chrono::nanoseconds>(kRecentPoll).count()) {
       // Waiters drive progress: stay off the cores (no periodic wake-ups that would preempt a
       // spinning waiter on a small machine), but look again now and then.
-      napping.wait_for(lock, kRecentPoll);
+      napping.wait_for(lock, kNap);
       continue;
     }
     auto want = peers_with_output();
@@ -192,9 +195,17 @@ void Engine::State::loop() {
   }
 }
 
-void Engine::State::progress() {
+void Engine::State::progress(bool polling) {
   channel->service();
   unread = false;
+  // A waiter's poll loop runs this back to back: there, whether peers are gone and whether
+  // deadlines passed (matters of milliseconds) are looked at once per tick of the cheap clock.
+  bool look = true;
+  if (polling) {
+    const auto coarse = coarse_now();
+    look = coarse >= next_look;
+    if (look) next_look = coarse + std::chrono::milliseconds(1);
+  }
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     if (!peers[p].gone.empty()) continue;
@@ -204,13 +215,13 @@ void Engine::State::progress() {
         unread = true;
         continue;  // not gone while bytes remain
       }
-      check_gone(p);
+      if (look) check_gone(p);
     } catch (const Error& e) {
       peers[p].gone = e.what();
       fail_ops_with(p, error_class_of(e), e.what());
     }
   }
-  check_deadlines();
+  if (look) check_deadlines();
 }
 
 std::vector<int> Engine::State::peers_with_output() const {
@@ -242,6 +253,14 @@ void Engine::State::write_out(int peer) {
     if (!f.text.empty()) f.payload = reinterpret_cast<const std::byte*>(f.text.data());
     const size_t header = sizeof(FrameHeader);
     const size_t total = header + (carries_payload(f.header.kind) ? f.header.bytes : 0);
+    if (f.written == 0 && total > header && total <= kCoalesceBytes) {
+      // A small frame in one write: one publication to the peer, not two.
+      std::byte joined[kCoalesceBytes];
+      std::memcpy(joined, &f.header, header);
+      std::memcpy(joined + header, f.payload, total - header);
+      f.written = channel->write(peer, joined, total, Deadline(f.connect_by));
+      if (f.written == 0) return;
+    }
     while (f.written < total) {
       size_t n;
       if (f.written < header) {
@@ -265,7 +284,7 @@ void Engine::State::start_send(const OpPtr& op) {
   Peer& p = peers[r.peer];
   op->id = p.next_id++;
   if (!p.gone.empty()) {
-    op_done(op, std::make_exception_ptr(NetworkError(r.name + ": " + p.gone)));
+    op_done(op, std::make_exception_ptr(NetworkError(name_of(r) + ": " + p.gone)));
     return;
   }
   OutFrame f;

@@ -33,6 +33,7 @@
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,9 +57,12 @@ struct Request {
   size_t count = 0;
   const void* input = nullptr;  // send
   void* output = nullptr;       // recv
-  std::string name;             // "send #3 to rank 1", "recv #0 from any rank"
+  uint64_t seq = 0;             // its number among the group's sends to (recvs from) the peer
 };
 
+// "send #3 to rank 1", "recv #0 from any rank": the request as errors name it (built only when
+// needed: not on the fast path).
+std::string name_of(const Request& r);
 // "recv #0 from rank 1 (tag 0, f32 x 4096)": a request as Works and errors name it.
 std::string describe(const Request& r);
 
@@ -72,7 +76,7 @@ class Engine {
 
   // Starts every request at once; the Work completes when all have, with the first error. A post
   // of a single recv from any source reports its source through Work::source_rank().
-  WorkPtr post(std::vector<Request> requests, Deadline deadline, std::string description);
+  WorkPtr post(std::span<Request> requests, Deadline deadline, std::string description);
 
   // Leaves: ops still pending fail with `why_here`; peers get a bye saying `why_for_peers`; what
   // is already written reaches them (lingering at most until `linger`). Idempotent.

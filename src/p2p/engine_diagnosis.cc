@@ -53,8 +53,15 @@ std::string line_of(char kind, uint32_t tag, const std::string& text) {
 
 }  // namespace
 
+std::string name_of(const Request& r) {
+  if (!r.is_send && r.peer == kAnySource) return detail::concat("recv #", r.seq, " from any rank");
+  return detail::concat(r.is_send ? "send #" : "recv #", r.seq,
+                        r.is_send ? " to rank " : " from rank ", r.peer);
+}
+
 std::string describe(const Request& r) {
-  return detail::concat(r.name, " (tag ", r.tag, ", ", dtype_name(r.dtype), " x ", r.count, ")");
+  return detail::concat(name_of(r), " (tag ", r.tag, ", ", dtype_name(r.dtype), " x ", r.count,
+                        ")");
 }
 
 std::string Engine::State::op_text(const PendingOp& op) const { return describe(op.request); }
@@ -63,7 +70,7 @@ std::string Engine::State::mismatch_text(const PendingOp& recv, int sender,
                                          const FrameHeader& h) const {
   const auto dtype = static_cast<DType>(h.dtype);
   return detail::concat(
-      rank_text(rank), "'s ", recv.request.name, " (tag ", recv.request.tag, ") expects ",
+      rank_text(rank), "'s ", name_of(recv.request), " (tag ", recv.request.tag, ") expects ",
       dtype_name(recv.request.dtype), " x ", recv.request.count, " (", recv.bytes,
       " bytes), but the send of ", rank_text(sender), " it matched (tag ", h.tag, ") carries ",
       dtype_name(dtype), " x ", h.count, " (", h.bytes,
@@ -251,7 +258,7 @@ std::string Engine::State::timeout_text(const Batch& b) const {
                                      join(all, ", ")));
     }
   }
-  return detail::concat(b.description, ": timed out after ", waited, " ms: ", join(parts, "; "));
+  return detail::concat(detail::WorkAccess::description(b.work), ": timed out after ", waited, " ms: ", join(parts, "; "));
 }
 
 }  // namespace lockstep::p2p

@@ -36,7 +36,7 @@ void Engine::State::start_recv(const OpPtr& op) {
   if (it == unexpected.end()) {
     if (r.peer != kAnySource && !peers[r.peer].gone.empty()) {
       op_done(op, error_of(ErrorClass::network,
-                           r.name + ": " + peers[r.peer].gone + tag_hint(*op, r.peer)));
+                           name_of(r) + ": " + peers[r.peer].gone + tag_hint(*op, r.peer)));
       return;
     }
     posted_recvs.push_back(op);
@@ -225,7 +225,7 @@ void Engine::State::on_payload_done(int peer) {
       if (it == p.awaiting_cts.end()) break;
       OpPtr send = it->second;
       p.awaiting_cts.erase(it);
-      op_done(send, error_of(ErrorClass::mismatch, send->request.name + ": " + text));
+      op_done(send, error_of(ErrorClass::mismatch, name_of(send->request) + ": " + text));
       break;
     }
     case FrameKind::cancel: {
@@ -234,7 +234,7 @@ void Engine::State::on_payload_done(int peer) {
       OpPtr recv = it->second;
       p.awaiting_data.erase(it);
       op_done(recv, error_of(ErrorClass::network,
-                             detail::concat(recv->request.name, ": ", rank_text(peer),
+                             detail::concat(name_of(recv->request), ": ", rank_text(peer),
                                             " gave up its send before the data came: ", text)));
       break;
     }
@@ -274,7 +274,7 @@ void Engine::State::fail_ops_with(int peer, ErrorClass error_class, const std::s
   Peer& p = peers[peer];
   auto fail = [&](const OpPtr& op) {
     if (!op->done)
-      op_done(op, error_of(error_class, op->request.name + ": " + why + tag_hint(*op, peer)));
+      op_done(op, error_of(error_class, name_of(op->request) + ": " + why + tag_hint(*op, peer)));
   };
   for (auto& [id, op] : p.awaiting_cts) fail(op);
   for (auto& [id, op] : p.awaiting_data) fail(op);

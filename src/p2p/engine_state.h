@@ -41,9 +41,8 @@ using OpPtr = std::shared_ptr<PendingOp>;
 // One post(): completes as one Work.
 struct Batch {
   detail::WorkCompletion work;
-  std::string description;
-  Deadline deadline{Clock::now()};
-  Clock::time_point posted = Clock::now();
+  Deadline deadline{Clock::time_point{}};
+  Clock::time_point posted{};  // coarse_now() at post: for "timed out after N ms" only
   std::vector<OpPtr> ops;
   size_t remaining = 0;
   std::exception_ptr error;
@@ -91,7 +90,7 @@ struct Peer {
   bool poisoned = false;  // a frame was cut short: nothing more may be written
 };
 
-struct Engine::State {
+struct Engine::State : detail::WaitPoller {
   State(std::unique_ptr<Channel> c, const GroupConfig& config);
 
   std::unique_ptr<Channel> channel;
@@ -128,9 +127,12 @@ struct Engine::State {
   // [Waiters drive progress] A thread waiting for one of this engine's Works runs progress()
   // itself until done() or a short budget passes: on a fast path a message goes from the
   // channel to the waiter with no hand-off between threads.
-  void poll_while(const std::function<bool()>& done);
-  void progress();  // REQUIRES mu; sets unread when a peer may have more to read
+  void poll_while(const std::function<bool()>& done) override;
+  // REQUIRES mu; sets unread when a peer may have more to read. polling: from a waiter's poll
+  // loop (looks for gone peers and passed deadlines at most once per millisecond).
+  void progress(bool polling = false);
   bool unread = false;
+  Clock::time_point next_look{};  // coarse_now() time of a polling progress()'s next look
   void write_out(int peer);
   void queue(int peer, OutFrame frame);
   void queue_text(int peer, FrameKind kind, uint64_t id, const std::string& text);

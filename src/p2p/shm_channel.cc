@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/coarse_clock.h"
 #include "lockstep/core/error.h"
 #include "net/socket.h"
 
@@ -176,6 +177,7 @@ void ShmChannel::map_ring(int peer, Mapped& m) {
     throw NetworkError(detail::concat(who(peer), ": cannot reserve its ring of ", m.capacity,
                                       " bytes in /dev/shm", m.name, ": ", net::errno_text(error),
                                       ". Fix: free space in /dev/shm or enlarge it"));
+  inbox::touch_pages(m.data, m.capacity, true);
   ::close(m.fd);
   m.fd = -1;
 }
@@ -216,6 +218,10 @@ size_t ShmChannel::read(int peer, std::byte* data, size_t bytes) {
   }
   const size_t n = static_cast<size_t>(std::min<uint64_t>(avail, bytes));
   if (n == 0) return 0;
+  if (!i.populated) [[unlikely]] {
+    inbox::touch_pages(my_data(peer), capacity_, false);
+    i.populated = true;
+  }
   copy_out(my_data(peer), capacity_, i.tail, data, n);
   i.tail += n;
   r.tail.store(i.tail, std::memory_order_release);
@@ -237,7 +243,7 @@ size_t ShmChannel::read(int peer, std::byte* data, size_t bytes) {
 bool ShmChannel::died(Mapped& m) const {
   if (!m.watch || m.dead) return m.dead;
   // A system call per look: at most one every 5 ms, as broken() may be called every round.
-  const auto now = Clock::now();
+  const auto now = coarse_now();  // on every progress round: the cheap clock
   if (now < m.next_look) return false;
   m.next_look = now + std::chrono::milliseconds(5);
   m.dead = m.gone_at_map || (m.pidfd < 0 ? inbox::pid_gone(m.pid) : inbox::pidfd_exited(m.pidfd));

@@ -101,6 +101,7 @@ class ShmChannel : public Channel {
   struct In {  // from a peer: touched only by read()
     uint64_t tail = 0;
     uint64_t head_seen = 0;
+    bool populated = false;  // the ring's pages touched (inbox::touch_pages), on its first bytes
   };
 
   inbox::RingControl& my_ring(int sender) const;

@@ -29,9 +29,9 @@ constexpr uint64_t kMagic = 0x6c6b7370'3270'6962ull;  // "lksp2pib"
 constexpr uint32_t kVersion = 1;
 constexpr const char* kPrefix = "lockstep-p2p-";
 
-void* map(int fd, size_t bytes, uint64_t offset) {
-  void* p =
-      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(offset));
+void* map(int fd, size_t bytes, uint64_t offset, int extra_flags = 0) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | extra_flags, fd,
+                   static_cast<off_t>(offset));
   return p == MAP_FAILED ? nullptr : p;
 }
 
@@ -126,7 +126,9 @@ std::byte* map_ring(int fd, const Header& header, size_t slot, int& error) {
   const uint64_t offset = header.data_offset + slot * header.capacity;
   error = ::posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(header.capacity));
   if (error != 0) return nullptr;
-  void* p = map(fd, header.capacity, offset);
+  // Populated: a page fault costs tens of microseconds on some VMs, and a ring's first lap would
+  // otherwise take one every few messages.
+  void* p = map(fd, header.capacity, offset, MAP_POPULATE);
   if (!p) error = errno;
   return static_cast<std::byte*>(p);
 }
@@ -156,6 +158,21 @@ int open_pidfd(int pid) {
 bool pidfd_exited(int pidfd) {
   pollfd fd{.fd = pidfd, .events = POLLIN};
   return ::poll(&fd, 1, 0) > 0;
+}
+
+}  // namespace lockstep::p2p::inbox
+
+namespace lockstep::p2p::inbox {
+
+void touch_pages(std::byte* data, size_t bytes, bool for_write) {
+  const size_t page = page_size();
+  for (size_t at = 0; at < bytes; at += page) {
+    if (for_write) {  // before any data: an atomic or of 0 changes nothing
+      __atomic_fetch_or(reinterpret_cast<unsigned char*>(data + at), 0, __ATOMIC_RELAXED);
+    } else {
+      (void)*static_cast<volatile const std::byte*>(data + at);
+    }
+  }
 }
 
 }  // namespace lockstep::p2p::inbox
