@@ -52,6 +52,12 @@ std::pair<WorkPtr, WorkCompletion> WorkAccess::make(std::string description,
   return {WorkPtr(new Work(state)), state};
 }
 
+WorkPtr WorkAccess::make_completed(std::string description) {
+  auto state = std::make_shared<WorkState>(std::move(description));
+  state->done.store(true, std::memory_order_relaxed);
+  return WorkPtr(new Work(std::move(state)));
+}
+
 void WorkAccess::complete(const WorkCompletion& s, std::exception_ptr error) {
   std::vector<std::function<void(std::exception_ptr)>> callbacks;
   {

@@ -28,6 +28,8 @@ struct WorkAccess {
   // A new op's handle, for the caller, and its completion side, for the thread that runs it.
   static std::pair<WorkPtr, WorkCompletion> make(std::string description,
                                                  std::weak_ptr<WaitPoller> poller = {});
+  // The handle of an op that finished successfully before anyone could wait for it.
+  static WorkPtr make_completed(std::string description);
   // Called once per op: wakes the waiters, then runs the on_complete callbacks.
   static void complete(const WorkCompletion& work, std::exception_ptr error = nullptr);
   // Marks the calling thread as a group's progress thread: a handle dropped there (by an

@@ -30,6 +30,12 @@ class Channel {
   // waiting at most until `deadline` (TimeoutError or NetworkError naming the peer when that
   // fails).
   virtual size_t write(int peer, const std::byte* data, size_t bytes, Deadline deadline) = 0;
+  // Appends all `bytes` bytes, or none (false: no room now, or the channel cannot promise it).
+  // The engine's fast path for small sends. Default: false.
+  virtual bool write_whole(int /*peer*/, const std::byte* /*data*/, size_t /*bytes*/,
+                           Deadline /*deadline*/) {
+    return false;
+  }
   // Takes up to `bytes` bytes of the stream from `peer` into `data`; returns how many (0: nothing
   // now). Never blocks. Bytes a peer wrote before its stream broke are still returned first.
   virtual size_t read(int peer, std::byte* data, size_t bytes) = 0;

@@ -60,6 +60,8 @@ Engine::~Engine() {
 const char* Engine::channel_kind() const { return state_->channel->kind(); }
 
 WorkPtr Engine::post(std::span<Request> requests, Deadline deadline, std::string description) {
+  if (requests.size() == 1 && requests[0].is_send && state_->send_now(requests[0], deadline))
+    return detail::WorkAccess::make_completed(std::move(description));
   auto [work, completion] = detail::WorkAccess::make(
       std::move(description), std::weak_ptr<detail::WaitPoller>(state_));
   auto batch = std::make_shared<Batch>();
@@ -304,6 +306,35 @@ void Engine::State::start_send(const OpPtr& op) {
     p.awaiting_cts[op->id] = op;
   }
   queue(r.peer, std::move(f));
+}
+
+// [Fast path] A small send toward a peer with nothing queued goes into the channel at once, whole,
+// and is done: no batch, no op, no completion hand-off. Anything else (no room, a frame still
+// queued, a peer gone, the engine closed) takes the general path.
+bool Engine::State::send_now(const Request& r, Deadline deadline) {
+  const uint64_t bytes = r.count * element_size(r.dtype);
+  const size_t total = sizeof(FrameHeader) + bytes;
+  if (total > kCoalesceBytes) return false;
+  std::unique_lock<std::mutex> lock(mu);
+  Peer& p = peers[r.peer];
+  if (closed || !p.out.empty() || !p.gone.empty() || p.poisoned) return false;
+  FrameHeader h;
+  h.kind = FrameKind::eager;
+  h.tag = r.tag;
+  h.dtype = static_cast<uint8_t>(r.dtype);
+  h.id = p.next_id;
+  h.count = r.count;
+  h.bytes = bytes;
+  std::byte joined[kCoalesceBytes];
+  std::memcpy(joined, &h, sizeof h);
+  if (bytes > 0) std::memcpy(joined + sizeof h, r.input, bytes);
+  try {
+    if (!channel->write_whole(r.peer, joined, total, deadline)) return false;
+  } catch (const Error&) {
+    return false;  // the general path meets the same error and reports it in its Work
+  }
+  ++p.next_id;
+  return true;
 }
 
 void Engine::State::op_done(const OpPtr& op, std::exception_ptr error) {

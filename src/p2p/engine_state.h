@@ -139,6 +139,7 @@ struct Engine::State : detail::WaitPoller {
   void op_done(const OpPtr& op, std::exception_ptr error = nullptr);
   void complete_finished(std::unique_lock<std::mutex>& lock);
   void start_send(const OpPtr& op);
+  bool send_now(const Request& r, Deadline deadline);  // true: written whole, the send is done
   void start_recv(const OpPtr& op);
   std::vector<int> peers_with_output() const;
 

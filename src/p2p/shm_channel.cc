@@ -206,6 +206,20 @@ size_t ShmChannel::write(int peer, const std::byte* data, size_t bytes, Deadline
   return n;
 }
 
+bool ShmChannel::write_whole(int peer, const std::byte* data, size_t bytes, Deadline deadline) {
+  Mapped* m = mapped(peer);
+  if (m && m->data) {
+    const Out& o = out_[static_cast<size_t>(peer)];
+    if (m->capacity - (o.head - o.tail_seen) < bytes &&
+        m->capacity - (o.head - m->ring->tail.load(std::memory_order_acquire)) < bytes)
+      return false;
+  } else if (bytes > inbox::page_size()) {
+    return false;  // a first write goes into an empty ring of at least a page
+  }
+  // Room for all of it: write takes it whole.
+  return write(peer, data, bytes, deadline) == bytes;
+}
+
 size_t ShmChannel::read(int peer, std::byte* data, size_t bytes) {
   LOCKSTEP_ENFORCE(peer >= 0 && peer < n_ && peer != me_, InvalidArgument, who(peer),
                    " is not a peer in a group of ", n_);

@@ -67,6 +67,7 @@ class ShmChannel : public Channel {
   void connect_all(Deadline deadline) override;
   const char* kind() const override { return "shm"; }
   size_t write(int peer, const std::byte* data, size_t bytes, Deadline deadline) override;
+  bool write_whole(int peer, const std::byte* data, size_t bytes, Deadline deadline) override;
   size_t read(int peer, std::byte* data, size_t bytes) override;
   std::string broken(int peer) override;
   void sleep(Clock::time_point until, std::span<const int> want_room) override;
