@@ -15,6 +15,7 @@ LOCKSTEP_BUILD_DIR="${LOCKSTEP_BUILD_DIR:-$LOCKSTEP_ROOT/build}"
 # dataset-fashion-mnist. python3-torch (Debian's PyTorch, for /usr/bin/python3) runs the tests of
 # unmodified PyTorch scripts under `lockstep run`; with python3-dev and pybind11-dev it also builds
 # the Python package (lockstep as a torch.distributed backend), tested with python3-pytest.
+# libssl-dev: OpenSSL's libcrypto, for the HMAC that authenticates a job's connections.
 # doxygen builds the API reference (the `docs` target, tested by CTest's api_reference).
 LOCKSTEP_APT_PACKAGES=(
   cmake
@@ -24,6 +25,7 @@ LOCKSTEP_APT_PACKAGES=(
   libgmock-dev
   pkg-config
   zlib1g-dev
+  libssl-dev
   libbenchmark-dev
   nlohmann-json3-dev
   libtorch-dev

@@ -20,6 +20,7 @@
 
 #include "cli/doctor_checks.h"
 #include "lockstep/core/error.h"
+#include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
 #include "store/client_connection.h"
 
@@ -126,11 +127,33 @@ int bind_error(int port) {
 bool answers_as_store(const std::string& host, int port, milliseconds timeout) {
   try {
     store_detail::ClientConnection probe(host, static_cast<uint16_t>(port),
-                                         Deadline::after(timeout));
+                                         Deadline::after(timeout), job_secret_from_environment());
     return true;
+  } catch (const AuthError&) {
+    return true;  // a store, of a job with another secret (or none)
   } catch (const Error&) {
     return false;
   }
+}
+
+// Whether the job authenticates its store (docs/security.md).
+void check_secret(Report& report) {
+  std::string secret;
+  try {
+    secret = job_secret_from_environment();
+  } catch (const ConfigError& e) {
+    report.problem("secret", e.what(), "fix LOCKSTEP_SECRET_FILE");
+    return;
+  }
+  if (!secret.empty()) {
+    report.ok("secret", "the job has a secret: its store admits only processes that prove it");
+    return;
+  }
+  report.note("secret",
+              "no LOCKSTEP_SECRET or LOCKSTEP_SECRET_FILE: anyone who reaches the store's port can "
+              "join this job and read or write its keys",
+              "start it under `lockstep run` (a secret per job), or give every node the same "
+              "--secret-file");
 }
 
 void check_hostname(milliseconds timeout, Report& report) {
@@ -252,6 +275,7 @@ void check_store_client(const Job& job, const Resolution& master, milliseconds t
 
 void check_network(const Job& job, milliseconds probe_timeout, Report& report) {
   check_hostname(probe_timeout, report);
+  check_secret(report);
   std::string master = job.valid ? job.rendezvous.master_addr : "";
   if (!job.valid) {
     const char* env_master = std::getenv("MASTER_ADDR");

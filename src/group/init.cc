@@ -35,10 +35,15 @@ std::shared_ptr<Store> open_tcp_store(const EnvRendezvous& rv, const EnvLookup& 
         "init_process_group: rank ", rv.rank, " has MASTER_PORT=0, but only the process that hosts "
         "the store (rank 0) can pick a free port; the others need the real port. Use `lockstep run "
         "--master-port 0`, which picks one and passes it to every rank"));
-  auto store = std::make_shared<TcpStore>(TcpStoreOptions{.host = rv.master_addr,
-                                                          .port = static_cast<uint16_t>(rv.master_port),
-                                                          .is_server = host,
-                                                          .timeout = timeout});
+  std::shared_ptr<TcpStore> store;
+  try {
+    store = std::make_shared<TcpStore>(TcpStoreOptions{.host = rv.master_addr,
+                                                       .port = static_cast<uint16_t>(rv.master_port),
+                                                       .is_server = host,
+                                                       .timeout = timeout});
+  } catch (const AuthError& e) {
+    throw AuthError(detail::concat("rank ", rv.rank, ": ", e.what()));
+  }
   if (host && rv.master_port == 0) log_info("store listening on free port ", store->port());
   return store;
 }

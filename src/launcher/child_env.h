@@ -46,6 +46,7 @@ struct JobEnvironment {
   int max_restarts = 0;
   std::string run_id;
   std::optional<int> omp_num_threads;  // OMP_NUM_THREADS, when the launcher sets it
+  std::string secret;                  // LOCKSTEP_SECRET, when the job has one
 };
 
 // Returns "NAME=value" strings: `base` (e.g. environ) with the launcher's variables replaced.

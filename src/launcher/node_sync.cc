@@ -93,8 +93,10 @@ NodeSync::NodeSync(const LaunchOptions& options, SignalCatcher& signals)
     std::string bind = is_loopback(options.master_addr)                     ? "127.0.0.1"
                        : options.master_addr.find(':') != std::string::npos ? "::"
                                                                             : "0.0.0.0";
-    server_ = std::make_unique<TcpStoreServer>(TcpStoreServerOptions{
-        .bind_host = bind, .port = static_cast<uint16_t>(options.master_port)});
+    server_ = std::make_unique<TcpStoreServer>(
+        TcpStoreServerOptions{.bind_host = bind,
+                              .port = static_cast<uint16_t>(options.master_port),
+                              .secret = options.secret});
   }
   if (options.nnodes > 1) connect();
 }
@@ -107,8 +109,10 @@ int NodeSync::store_port() const {
 
 TcpStore& NodeSync::store() {
   if (!store_)
-    store_ = std::make_unique<TcpStore>(TcpStoreOptions{
-        .host = "127.0.0.1", .port = static_cast<uint16_t>(store_port()), .timeout = kSlice * 4});
+    store_ = std::make_unique<TcpStore>(TcpStoreOptions{.host = "127.0.0.1",
+                                                        .port = static_cast<uint16_t>(store_port()),
+                                                        .timeout = kSlice * 4,
+                                                        .secret = options_.secret});
   return *store_;
 }
 
@@ -122,7 +126,8 @@ void NodeSync::connect() {
       store_ = std::make_unique<TcpStore>(TcpStoreOptions{
           .host = host,
           .port = static_cast<uint16_t>(store_port()),
-          .timeout = std::min(kConnectSlice, std::max(deadline.remaining(), milliseconds(1)))});
+          .timeout = std::min(kConnectSlice, std::max(deadline.remaining(), milliseconds(1))),
+          .secret = options_.secret});
       store_->set_timeout(std::max(options_.rdzv_timeout, milliseconds(kSlice)));
       return;
     } catch (const TimeoutError& e) {

@@ -125,6 +125,11 @@ constexpr OptionSpec kOptions[] = {
      [](LaunchOptions& o, std::string_view v) {
        o.term_timeout = parse_seconds("term-timeout", v);
      }},
+    {"secret-file", "PATH",
+     "the job's secret, which every connection of the job must prove it knows (the same file on "
+     "every node; default: LOCKSTEP_SECRET or LOCKSTEP_SECRET_FILE, else a random one for a "
+     "one-node job)",
+     [](LaunchOptions& o, std::string_view v) { o.secret_file = std::string(v); }},
     {"run-id", "ID", "job id given to every rank as LOCKSTEP_RUN_ID (default: node 0 picks one)",
      [](LaunchOptions& o, std::string_view v) { o.run_id = std::string(v); }},
     {"log-dir", "DIR", "write each rank's output to DIR/attempt_N/rank_R.log, per attempt",

@@ -62,6 +62,11 @@ struct LaunchOptions {
   std::chrono::milliseconds rdzv_timeout{300'000};  // deadline for all nodes to arrive
   std::chrono::milliseconds term_timeout{10'000};   // SIGTERM-to-SIGKILL grace period
   std::string run_id;                               // LOCKSTEP_RUN_ID; empty: node 0 makes one up
+  std::string secret_file;  // --secret-file: the job's secret, the same file on every node
+  // Set by check_launch_options: the job's secret (--secret-file, else LOCKSTEP_SECRET or
+  // LOCKSTEP_SECRET_FILE, else a random one for a one-node job; "" for a job of several nodes
+  // without one). Given to the ranks as LOCKSTEP_SECRET; never printed.
+  std::string secret;
   std::string log_dir;                              // DIR/attempt_N/rank_R.log; empty: no files
   StreamSelection tee;                              // streams copied to the log files too
   StreamSelection redirects;                        // streams sent to the log files only

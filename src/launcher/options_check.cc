@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "launcher/options.h"
+#include "net/auth.h"
 
 namespace lockstep::launcher {
 namespace {
@@ -150,10 +151,22 @@ void check_topology(LaunchOptions& o) {
   if (o.master_addr.empty()) throw UsageError("--master-addr is empty; give node 0's address");
 }
 
+// The job's secret (see LaunchOptions::secret).
+std::string job_secret(const LaunchOptions& o) {
+  try {
+    if (!o.secret_file.empty()) return auth::read_secret_file(o.secret_file);
+    if (std::string s = auth::secret_from_environment(); !s.empty()) return s;
+  } catch (const ConfigError& e) {
+    throw UsageError(e.what());
+  }
+  return o.nnodes == 1 ? auth::make_secret() : "";
+}
+
 }  // namespace
 
 void check_launch_options(LaunchOptions& o) {
   check_topology(o);
+  o.secret = job_secret(o);
   for (int r : o.local_ranks_filter) check_local_rank("local-ranks-filter", r, o.nproc_per_node);
   for (const auto& [r, s] : o.tee.per_local_rank) check_local_rank("tee", r, o.nproc_per_node);
   for (const auto& [r, s] : o.redirects.per_local_rank)

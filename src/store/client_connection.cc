@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "lockstep/core/error.h"
 
@@ -26,7 +27,8 @@ bool wait_for(int fd, short events, Deadline deadline) {
 
 }  // namespace
 
-ClientConnection::ClientConnection(const std::string& host, uint16_t port, Deadline deadline)
+ClientConnection::ClientConnection(const std::string& host, uint16_t port, Deadline deadline,
+                                   const std::string& secret)
     : where_(detail::concat("lockstep store server at ", host, ":", port)),
       scratch_(new char[kReceiveChunk]) {
   fd_ = net::connect_tcp(host, port, deadline, /*log_progress=*/true);
@@ -35,14 +37,17 @@ ClientConnection::ClientConnection(const std::string& host, uint16_t port, Deadl
   local_address_ = net::local_address(fd_.get());
   // A server that accepted must also answer the handshake; allow it a moment even when the
   // connection deadline is nearly spent.
-  handshake(Deadline(std::max(deadline.at(), Clock::now() + milliseconds(2000))));
+  handshake(Deadline(std::max(deadline.at(), Clock::now() + milliseconds(2000))), secret);
 }
 
-void ClientConnection::handshake(Deadline deadline) {
-  const std::string expected = store_proto::handshake_bytes();
-  send_all("handshake", expected.data(), expected.size(), deadline);
+void ClientConnection::handshake(Deadline deadline, const std::string& secret) {
+  namespace sp = store_proto;
+  const auth::Nonce mine = auth::make_nonce();
+  std::string hello = sp::handshake_bytes();
+  hello.append(reinterpret_cast<const char*>(mine.data()), mine.size());
+  send_all("handshake", hello.data(), hello.size(), deadline);
   try {
-    while (in_.size() < expected.size())
+    while (in_.size() < sp::kServerHelloBytes)
       in_.append(scratch_.get(), receive_some("handshake", deadline));
   } catch (const NetworkError&) {
     throw NetworkError(detail::concat(
@@ -51,12 +56,45 @@ void ClientConnection::handshake(Deadline deadline) {
         "runs a different lockstep version. Check MASTER_ADDR/MASTER_PORT and that every "
         "process uses the same lockstep build."));
   }
-  if (in_.compare(0, expected.size(), expected) != 0)
+  check_server_hello(secret, mine);
+  auth::Nonce theirs;
+  std::memcpy(theirs.data(), in_.data() + sp::kHandshakeBytes + 4, theirs.size());
+  auth::Proof proof{};
+  if (!secret.empty()) proof = auth::prove(secret, auth::Role::client, theirs, mine);
+  send_all("handshake", reinterpret_cast<const char*>(proof.data()), proof.size(), deadline);
+  in_pos_ = sp::kServerHelloBytes;
+}
+
+void ClientConnection::check_server_hello(const std::string& secret, const auth::Nonce& mine) {
+  namespace sp = store_proto;
+  const std::string prefix = sp::handshake_bytes();
+  if (in_.compare(0, prefix.size(), prefix) != 0)
     throw NetworkError(detail::concat(
         "the server at ", where_.substr(where_.rfind(' ') + 1),
         " answered the handshake with unexpected bytes: it is not a lockstep store server (or "
         "a different protocol version). Check MASTER_ADDR/MASTER_PORT."));
-  in_pos_ = expected.size();
+  const bool server_has_secret = (sp::get_u32(in_.data() + prefix.size()) & sp::kSecretRequired) != 0;
+  if (server_has_secret && secret.empty())
+    throw AuthError(detail::concat(
+        where_, " requires the job's secret, and this process has none. Fix: start it under "
+        "`lockstep run` (which passes the secret to its ranks), or set LOCKSTEP_SECRET or "
+        "LOCKSTEP_SECRET_FILE as on the other nodes"));
+  if (!server_has_secret && !secret.empty())
+    throw AuthError(detail::concat(
+        where_, " runs without a secret, but this process has one (LOCKSTEP_SECRET or "
+        "LOCKSTEP_SECRET_FILE), so the server cannot prove it belongs to this job. Fix: give "
+        "every node the same --secret-file, or unset the secret everywhere"));
+  if (server_has_secret) {
+    auth::Nonce theirs;
+    auth::Proof proof;
+    std::memcpy(theirs.data(), in_.data() + prefix.size() + 4, theirs.size());
+    std::memcpy(proof.data(), in_.data() + prefix.size() + 4 + theirs.size(), proof.size());
+    if (!auth::check(secret, auth::Role::server, mine, theirs, proof))
+      throw AuthError(detail::concat(
+          "this process's secret differs from the store's at ",
+          where_.substr(where_.rfind(' ') + 1),
+          ". Fix: start every node with the same --secret-file (or LOCKSTEP_SECRET)"));
+  }
 }
 
 store_proto::Message ClientConnection::call(const char* op, const store_proto::Message& request,

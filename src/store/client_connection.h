@@ -11,6 +11,7 @@
 #include <string>
 
 #include "lockstep/core/deadline.h"
+#include "net/auth.h"
 #include "net/socket.h"
 #include "store/protocol.h"
 
@@ -21,7 +22,10 @@ class ClientConnection {
   // Connects to host:port, retrying with backoff until deadline (TimeoutError naming host:port
   // and the last socket error), then exchanges handshakes (NetworkError if the peer is not a
   // lockstep store server).
-  ClientConnection(const std::string& host, uint16_t port, Deadline deadline);
+  // With a secret ("" for none), both sides then prove they know it (AuthError when the server's
+  // secret differs, or only one side has one).
+  ClientConnection(const std::string& host, uint16_t port, Deadline deadline,
+                   const std::string& secret);
 
   // Sends request and returns its reply. `op` names the call in errors. TimeoutError when no
   // reply arrives by deadline; NetworkError when the connection fails or is closed.
@@ -32,7 +36,9 @@ class ClientConnection {
   const std::string& local_address() const { return local_address_; }
 
  private:
-  void handshake(Deadline deadline);
+  void handshake(Deadline deadline, const std::string& secret);
+  // The server's hello: prefix, then whether it needs a secret and its proof of it.
+  void check_server_hello(const std::string& secret, const auth::Nonce& mine);
   void send_all(const char* op, const char* data, size_t n, Deadline deadline);
   // Reads what has arrived into scratch_ (waiting up to deadline); returns the byte count.
   // Throws on close or at the deadline.

@@ -42,6 +42,14 @@ std::string handshake_bytes() {
   return out;
 }
 
+uint32_t get_u32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+void put_u32(std::string& out, uint32_t v) { put_le(out, v, 4); }
+
 void encode(const Message& m, std::string& out) {
   size_t total = kHeaderBytes;
   for (const auto& s : m.strings) total += 8 + s.size();

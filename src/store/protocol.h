@@ -1,8 +1,14 @@
 // The TcpStore wire format, shared by the server and the client.
 //
-// A connection opens with a handshake in each direction: the client sends kMagic then
-// kProtocolVersion (two little-endian u32), and the server answers with the same 8 bytes of its
-// own. A server drops a connection whose first bytes differ (a port scanner, `GET / HTTP/1.1`).
+// A connection opens with a handshake that also authenticates both sides (src/net/auth.h):
+//   client hello (40 B): kMagic, kProtocolVersion (two little-endian u32), the client's nonce;
+//   server hello (76 B): kMagic, kProtocolVersion, flags (u32: kSecretRequired), the server's
+//                        nonce, the server's proof (zeros when it has no secret);
+//   client proof (32 B): the client's proof (zeros when it has no secret).
+// A server drops a connection whose first bytes differ (a port scanner, `GET / HTTP/1.1`), or,
+// when it has a secret, whose proof is wrong; it answers nothing before the proof. A client
+// checks the server's proof before it sends its own, so a server without the secret learns
+// nothing, and a client without it gets a clear AuthError instead of a dropped connection.
 //
 // After that every request and every reply is one Message:
 //   u8 code | i64 number | u32 count | count x (u64 length | length bytes)
@@ -26,8 +32,12 @@ inline constexpr uint32_t kMagic = 0x54534b4c;  // "LKST" on the wire
 // and drops the connection on the server).
 inline constexpr size_t kMaxKeyBytes = 64 * 1024;
 inline constexpr size_t kMaxValueBytes = 256 * 1024 * 1024;
-inline constexpr uint32_t kProtocolVersion = 1;
-inline constexpr size_t kHandshakeBytes = 8;
+inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr size_t kHandshakeBytes = 8;  // kMagic and kProtocolVersion
+inline constexpr size_t kClientHelloBytes = kHandshakeBytes + 32;
+inline constexpr size_t kServerHelloBytes = kHandshakeBytes + 4 + 32 + 32;
+inline constexpr size_t kClientProofBytes = 32;
+inline constexpr uint32_t kSecretRequired = 1;  // server hello flag
 inline constexpr size_t kHeaderBytes = 1 + 8 + 4;
 // At most this many keys in one request (a multi_set carries two strings per key).
 inline constexpr uint32_t kMaxKeysPerRequest = 1 << 16;
@@ -54,8 +64,12 @@ struct Message {
   std::vector<std::string> strings;
 };
 
-// The 8 handshake bytes.
+// The 8 bytes that open both hellos.
 std::string handshake_bytes();
+// Little-endian u32 at p.
+uint32_t get_u32(const char* p);
+// Appends v as a little-endian u32.
+void put_u32(std::string& out, uint32_t v);
 // Appends the encoding of m to out.
 void encode(const Message& m, std::string& out);
 

@@ -2,7 +2,9 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "lockstep/core/error.h"
 
@@ -15,11 +17,13 @@ constexpr int kMaxReadsPerWake = 16;
 constexpr size_t kKeepOutBytes = 1 << 20;
 }  // namespace
 
-ServerConnection::ServerConnection(uint64_t id, net::Fd fd, Deadline handshake_deadline)
+ServerConnection::ServerConnection(uint64_t id, net::Fd fd, Deadline handshake_deadline,
+                                   std::string_view secret)
     : id_(id),
       fd_(std::move(fd)),
       peer_(net::peer_address(fd_.get())),
-      handshake_deadline_(handshake_deadline) {}
+      handshake_deadline_(handshake_deadline),
+      secret_(secret) {}
 
 void ServerConnection::mark_dead(std::string reason) {
   if (reason_.empty()) reason_ = std::move(reason);
@@ -45,18 +49,44 @@ void ServerConnection::on_readable(std::span<char> scratch, const RequestFn& on_
 }
 
 void ServerConnection::check_handshake(const char** p, const char* end) {
-  static const std::string kExpected = store_proto::handshake_bytes();
-  while (*p < end && !handshaken()) {
-    if (**p != kExpected[handshake_have_])
+  namespace sp = store_proto;
+  static const std::string kPrefix = sp::handshake_bytes();
+  while (*p < end && !handshaken() && !dead()) {
+    const size_t want = stage_ == Stage::hello ? sp::kClientHelloBytes : sp::kClientProofBytes;
+    const size_t take = std::min<size_t>(want - handshake_in_.size(), end - *p);
+    handshake_in_.append(*p, take);
+    *p += take;
+    // The prefix is checked byte by byte as it comes: a stray client is dropped at once.
+    if (stage_ == Stage::hello &&
+        kPrefix.compare(0, std::min(handshake_in_.size(), kPrefix.size()), handshake_in_, 0,
+                        std::min(handshake_in_.size(), kPrefix.size())) != 0)
       return mark_dead(
           "bad handshake: not a lockstep store client, or one speaking another protocol "
           "version");
-    ++*p;
-    ++handshake_have_;
-  }
-  if (handshaken()) {
-    out_.append(kExpected);
-    flush();
+    if (handshake_in_.size() < want) return;
+    if (stage_ == Stage::hello) {
+      std::memcpy(client_nonce_.data(), handshake_in_.data() + sp::kHandshakeBytes,
+                  client_nonce_.size());
+      server_nonce_ = auth::make_nonce();
+      auth::Proof proof{};
+      if (!secret_.empty())
+        proof = auth::prove(secret_, auth::Role::server, client_nonce_, server_nonce_);
+      out_.append(kPrefix);
+      sp::put_u32(out_, secret_.empty() ? 0 : sp::kSecretRequired);
+      out_.append(reinterpret_cast<const char*>(server_nonce_.data()), server_nonce_.size());
+      out_.append(reinterpret_cast<const char*>(proof.data()), proof.size());
+      flush();
+      stage_ = Stage::proof;
+    } else {
+      auth::Proof got;
+      std::memcpy(got.data(), handshake_in_.data(), got.size());
+      if (!secret_.empty() &&
+          !auth::check(secret_, auth::Role::client, server_nonce_, client_nonce_, got))
+        return mark_dead(
+            "refused: it does not know the job's secret (wrong or missing LOCKSTEP_SECRET)");
+      stage_ = Stage::requests;
+    }
+    handshake_in_.clear();
   }
 }
 

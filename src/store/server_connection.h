@@ -1,9 +1,10 @@
 // ServerConnection: one client of the TcpStore server, as the server thread sees it: a
-// non-blocking socket, the handshake check, the incremental request parser and the queue of
-// reply bytes not yet taken by the socket.
+// non-blocking socket, the handshake (with its authentication; see store/protocol.h), the
+// incremental request parser and the queue of reply bytes not yet taken by the socket.
 //
 // A connection goes dead (and the server drops it) when the peer closes it, sends a wrong
-// handshake or a malformed or oversized message, or does not finish the handshake in time;
+// handshake, a wrong proof of the secret, or a malformed or oversized message, or does not
+// finish the handshake in time;
 // reason() says which. Thread-safety: none; the server thread owns it.
 #pragma once
 
@@ -11,8 +12,10 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "lockstep/core/deadline.h"
+#include "net/auth.h"
 #include "net/socket.h"
 #include "store/protocol.h"
 
@@ -23,7 +26,8 @@ class ServerConnection {
   // Takes a request; returns false to reject it (the connection is then dropped).
   using RequestFn = std::function<bool(store_proto::Message&&)>;
 
-  ServerConnection(uint64_t id, net::Fd fd, Deadline handshake_deadline);
+  // secret: the job's ("" when the server has none); it outlives the connection.
+  ServerConnection(uint64_t id, net::Fd fd, Deadline handshake_deadline, std::string_view secret);
 
   // Reads what the socket holds (into scratch) and passes each complete request on.
   void on_readable(std::span<char> scratch, const RequestFn& on_request);
@@ -33,7 +37,8 @@ class ServerConnection {
   void flush();
 
   bool wants_write() const { return sent_ < out_.size(); }
-  bool handshaken() const { return handshake_have_ == store_proto::kHandshakeBytes; }
+  // Hellos exchanged and the client's proof accepted: requests may follow.
+  bool handshaken() const { return stage_ == Stage::requests; }
   const Deadline& handshake_deadline() const { return handshake_deadline_; }
   bool dead() const { return !reason_.empty(); }
   void mark_dead(std::string reason);
@@ -43,7 +48,8 @@ class ServerConnection {
   const std::string& peer() const { return peer_; }
 
  private:
-  // Consumes handshake bytes from [*p, end); marks the connection dead on a mismatch.
+  // Consumes handshake bytes from [*p, end): the client's hello (answered with the server's),
+  // then its proof. Marks the connection dead on a wrong prefix or a wrong proof.
   void check_handshake(const char** p, const char* end);
   void consume(const char* p, const char* end, const RequestFn& on_request);
 
@@ -51,7 +57,11 @@ class ServerConnection {
   net::Fd fd_;
   std::string peer_;
   Deadline handshake_deadline_;
-  size_t handshake_have_ = 0;
+  std::string_view secret_;
+  enum class Stage { hello, proof, requests } stage_ = Stage::hello;
+  std::string handshake_in_;  // the hello or proof so far
+  auth::Nonce client_nonce_{};
+  auth::Nonce server_nonce_{};
   store_proto::MessageParser parser_{store_proto::Direction::request};
   std::string out_;
   size_t sent_ = 0;

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "lockstep/core/error.h"
+#include "net/auth.h"
 #include "store/client_connection.h"
 #include "store/protocol.h"
 #include "store/store_semantics.h"
@@ -92,12 +93,15 @@ TcpStore::TcpStore(const TcpStoreOptions& options) : impl_(std::make_unique<Impl
   impl_->port = options.port;
   if (options.is_server) {
     impl_->server = std::make_unique<TcpStoreServer>(
-        TcpStoreServerOptions{.bind_host = bind_host_for(options.host), .port = options.port});
+        TcpStoreServerOptions{.bind_host = bind_host_for(options.host),
+                              .port = options.port,
+                              .secret = options.secret});
     impl_->port = impl_->server->port();
   }
   set_timeout(options.timeout);
   impl_->conn = std::make_unique<sd::ClientConnection>(options.host, impl_->port,
-                                                       Deadline::after(options.timeout));
+                                                       Deadline::after(options.timeout),
+                                                       options.secret);
 }
 
 TcpStore::~TcpStore() = default;
@@ -180,5 +184,11 @@ void TcpStore::multi_set(const std::vector<std::string>& keys,
   }
   impl_->call("multi_set", request(Command::multi_set, 0, std::move(strings)), timeout(), 0);
 }
+
+}  // namespace lockstep
+
+namespace lockstep {
+
+std::string job_secret_from_environment() { return auth::secret_from_environment(); }
 
 }  // namespace lockstep

@@ -42,6 +42,7 @@ struct TcpStoreServer::Impl {
   uint64_t next_id = 1;
   std::optional<Clock::time_point> accept_paused_until;
   std::vector<char> scratch = std::vector<char>(kScratchBytes);
+  std::string secret;  // "" : no authentication
   std::thread thread;
 
   void run();
@@ -55,6 +56,7 @@ struct TcpStoreServer::Impl {
 
 TcpStoreServer::TcpStoreServer(const TcpStoreServerOptions& options)
     : impl_(std::make_unique<Impl>()) {
+  impl_->secret = options.secret;
   impl_->listen_fd = net::listen_tcp(options.bind_host, options.port);
   net::set_nonblocking(impl_->listen_fd.get(), true);
   impl_->port = net::local_port(impl_->listen_fd.get());
@@ -62,7 +64,11 @@ TcpStoreServer::TcpStoreServer(const TcpStoreServerOptions& options)
   LOCKSTEP_ENFORCE(impl_->wake_fd.valid(), NetworkError,
                    "store server: eventfd failed: ", net::errno_text(errno));
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
-  log_info("store server listening on ", options.bind_host, ":", impl_->port);
+  log_info("store server listening on ", options.bind_host, ":", impl_->port,
+           impl_->secret.empty()
+               ? " without a secret: anyone who reaches this port can read and write the job's "
+                 "keys (set LOCKSTEP_SECRET or LOCKSTEP_SECRET_FILE; lockstep run sets one)"
+               : " (clients must prove the job's secret)");
 }
 
 TcpStoreServer::~TcpStoreServer() {
@@ -145,8 +151,8 @@ void TcpStoreServer::Impl::accept_all() {
     }
     net::tune_tcp(fd, 0);
     uint64_t id = next_id++;
-    conns.emplace(id, std::make_unique<ServerConnection>(id, net::Fd(fd),
-                                                         Deadline::after(kHandshakeTimeout)));
+    conns.emplace(id, std::make_unique<ServerConnection>(
+                          id, net::Fd(fd), Deadline::after(kHandshakeTimeout), secret));
   }
 }
 

@@ -20,7 +20,15 @@ std::string le(uint64_t v, size_t bytes) {
 }
 
 std::string handshake() {
-  return "LKST" + le(1, 4);
+  return "LKST" + le(2, 4);
+}
+// The client's hello: the handshake and its nonce; then its proof (zeros: the server here has no
+// secret, and ignores it).
+std::string client_hello() {
+  return handshake() + std::string(32, '\x5a');
+}
+std::string no_proof() {
+  return std::string(32, '\0');
 }
 // Request header: command code, number (timeout or delta), string count.
 std::string header(uint8_t command, int64_t number, uint32_t count) {
@@ -49,8 +57,13 @@ class TcpStoreRobustness : public ::testing::Test {
   }
   net::Fd handshaken_raw() {
     auto fd = raw_connect(server_.port());
-    raw_send(fd.get(), handshake());
-    EXPECT_EQ(raw_read(fd.get(), 8), handshake());
+    raw_send(fd.get(), client_hello());
+    // The server's hello: the handshake, flags (0: no secret), its nonce and its (empty) proof.
+    const std::string hello = raw_read(fd.get(), 8 + 4 + 32 + 32);
+    EXPECT_EQ(hello.substr(0, 8), handshake());
+    EXPECT_EQ(hello.substr(8, 4), le(0, 4));
+    EXPECT_EQ(hello.substr(8 + 4 + 32), no_proof());
+    raw_send(fd.get(), no_proof());
     return fd;
   }
   // The server still answers an existing client and a new one.
@@ -113,8 +126,9 @@ TEST_F(TcpStoreRobustness, ClientsVanishingMidRequestLeaveTheServerServing) {
   auto waiter = client();
   std::string answer;
   std::thread parked([&] { answer = waiter->get("after", milliseconds(10'000)); });
-  std::string request = handshake() + header(kSet, 0, 2) + str("key") + str("value");
-  for (size_t cut : {3, 8 + 5, 8 + 13 + 4, 8 + 13 + 8 + 1, 8 + 13 + 11 + 8 + 2}) {
+  std::string request =
+      client_hello() + no_proof() + header(kSet, 0, 2) + str("key") + str("value");
+  for (size_t cut : {3, 8 + 5, 40 + 4, 72 + 4, 72 + 13 + 4, 72 + 13 + 8 + 1, 72 + 13 + 11 + 8 + 2}) {
     auto fd = raw_connect(server_.port());
     raw_send(fd.get(), request.substr(0, cut));
     std::this_thread::sleep_for(milliseconds(20));

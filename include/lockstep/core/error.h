@@ -43,6 +43,12 @@ class StoreError : public Error {
   using Error::Error;
 };
 
+// A connection's peer could not prove it knows the job's secret, or this process could not
+// prove it: different --secret-file on different nodes, or a secret on one side only.
+class AuthError : public Error {
+  using Error::Error;
+};
+
 // Ranks disagree about a collective: a different op, order, size, dtype, root or reduce op.
 class MismatchError : public Error {
   using Error::Error;

@@ -2,7 +2,8 @@
 //
 // Protocol: a client opens with a magic number and a protocol version; the server drops any
 // connection whose first bytes are not that handshake (a port scanner, a stray HTTP client)
-// without disturbing others. Every request and reply is length-prefixed, and lengths are bounded
+// without disturbing others. With a job secret (the usual case under `lockstep run`), client and
+// server then prove to each other that they know it before any key is read or written. Every request and reply is length-prefixed, and lengths are bounded
 // (kMaxKeyBytes, kMaxValueBytes), so a malformed message cannot make the server allocate
 // gigabytes: the offending connection is dropped instead.
 #pragma once
@@ -15,9 +16,17 @@
 
 namespace lockstep {
 
+// The job's secret from the environment: LOCKSTEP_SECRET, else the contents of the file that
+// LOCKSTEP_SECRET_FILE names; "" when neither is set (ConfigError when the file is unreadable).
+// `lockstep run` sets LOCKSTEP_SECRET for its ranks.
+std::string job_secret_from_environment();
+
 struct TcpStoreServerOptions {
   std::string bind_host = "0.0.0.0";  // "0.0.0.0" (all interfaces), "127.0.0.1", or "::"
   uint16_t port = 0;                   // 0: the kernel picks a free port (see port())
+  // Clients must prove they know this secret (HMAC-SHA256 challenge-response; it never crosses
+  // the wire). "": no authentication, and anyone who reaches the port can read and write keys.
+  std::string secret = job_secret_from_environment();
 };
 
 // The server: owns a thread that serves every client until destruction. Construction binds and
@@ -43,6 +52,10 @@ struct TcpStoreOptions {
   // Deadline for the first connection (retried with backoff, progress logged) and default
   // timeout of every call.
   std::chrono::milliseconds timeout{300'000};
+  // The job's secret: the client and the server each prove they know it, and a server whose
+  // secret differs, or that has one when this client has none (or none when it has one), is an
+  // AuthError. Also the secret of the server that is_server starts.
+  std::string secret = job_secret_from_environment();
 };
 
 // A client connection, optionally owning the server. Safe to use from several threads (calls are
