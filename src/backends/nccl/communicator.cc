@@ -9,7 +9,9 @@
 #include "comm/backend.h"
 #include "comm/failure.h"
 #include "core/device_check.h"
+#include "core/log.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/settings.h"
 #include "net/socket.h"
 
 namespace lockstep::nccl {
@@ -47,22 +49,34 @@ Communicator::Communicator(const GroupConfig& config, int device, Deadline deadl
       device_(device),
       host_(host_name_of(config)) {
   try {
+    // [Init] First, before anything can fail: every rank counts the same inits.
+    const int64_t n = config_.store->add(config_.name + "/nccl/inits/" +
+                                             std::to_string(config_.rank), 1);
+    prefix_ = detail::concat(config_.name, "/nccl/", n, "/");
     check_cuda(cudaSetDevice(device_), detail::concat(where("nccl init"), ": cudaSetDevice"));
     exchange_claims(deadline);
-    peers_ = std::make_unique<PeerWatch>(config_, deadline);
+    peers_ = std::make_unique<PeerWatch>(config_, prefix_, deadline);
     ncclUniqueId id = exchange_unique_id(deadline);
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                detail::concat(where("nccl init"), ": cudaStreamCreate"));
-    check_cuda(cudaMalloc(reinterpret_cast<void**>(&scratch_), sizeof(int)),
+    // Stream-ordered where the device allows: freeing it then never waits for the device, so
+    // destroying a group cannot block behind another group's hung kernel.
+    int pools = 0;
+    cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device_);
+    pooled_ = pools != 0;
+    check_cuda(pooled_ ? cudaMallocAsync(reinterpret_cast<void**>(&scratch_), sizeof(int), stream_)
+                       : cudaMalloc(reinterpret_cast<void**>(&scratch_), sizeof(int)),
                detail::concat(where("nccl init"), ": cudaMalloc"));
-    check_cuda(cudaMemset(scratch_, 0, sizeof(int)),
+    check_cuda(cudaMemsetAsync(scratch_, 0, sizeof(int), stream_),
                detail::concat(where("nccl init"), ": cudaMemset"));
     ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
-    nccl_config.blocking = 0;  // [Init]: every wait is ours, and bounded by the deadline
+    nccl_config.blocking = settings().nccl_nonblocking ? 0 : 1;  // [Blocking mode]
     nccl_config.commName = config_.name.c_str();
     ncclResult_t r = ncclCommInitRankConfig(&comm_, config_.size, id, config_.rank, &nccl_config);
     settle(r, "ncclCommInitRankConfig", "nccl init", deadline);
-  } catch (...) {
+  } catch (const std::exception& e) {
+    // Peers waiting for this rank (the unique id, NCCL's bootstrap) learn why at once.
+    write_abort_note(*config_.store, config_.name, config_.rank, host_, e.what());
     abort();
     release();
     throw;
@@ -83,14 +97,39 @@ void Communicator::release() {
       ncclCommAbort(comm_);
     comm_ = nullptr;
   }
-  if (scratch_ != nullptr) cudaFree(scratch_);
+  // cudaFree synchronizes the whole device, so it could wait behind another group's hung kernel
+  // on the destroying thread; cudaFreeAsync and cudaStreamDestroy return at once. Without memory
+  // pools, cudaFree it is (docs/nccl.md).
+  if (scratch_ != nullptr) {
+    if (pooled_ && stream_ != nullptr)
+      cudaFreeAsync(scratch_, stream_);
+    else
+      cudaFree(scratch_);
+  }
   scratch_ = nullptr;
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   stream_ = nullptr;
 }
 
+std::string Communicator::get_or_note(const std::string& key, Deadline deadline,
+                                      const std::string& missing) {
+  for (;;) {
+    auto slice = std::min(at_least_1ms(deadline), std::chrono::milliseconds(100));
+    try {
+      return config_.store->get(key, slice);
+    } catch (const TimeoutError&) {
+      if (config_.store->check({abort_key(config_.name)}))
+        if (auto note = read_abort_note(*config_.store, config_.name, slice))
+          throw NetworkError(detail::concat(where("nccl init"), ": the group was aborted by ",
+                                            *note, "; this rank stopped waiting for ", missing));
+      if (deadline.expired())
+        throw TimeoutError(detail::concat(where("nccl init"), ": ", missing));
+    }
+  }
+}
+
 void Communicator::exchange_claims(Deadline deadline) {
-  const std::string prefix = config_.name + "/nccl/claim/";
+  const std::string prefix = prefix_ + "claim/";
   DeviceClaim mine{.rank = config_.rank,
                    .host_id = net::host_identity(),
                    .host = host_,
@@ -121,22 +160,19 @@ void Communicator::exchange_claims(Deadline deadline) {
 }
 
 ncclUniqueId Communicator::exchange_unique_id(Deadline deadline) {
-  const std::string key = config_.name + "/nccl/id";
+  const std::string key = prefix_ + "id";
   ncclUniqueId id{};
   if (config_.rank == 0) {
+    // A failure here leaves the abort note (the constructor's catch): peers stop waiting.
     ncclResult_t r = ncclGetUniqueId(&id);
     if (r != ncclSuccess) fail_nccl(r, "ncclGetUniqueId", "nccl init");
     config_.store->set(key, std::string_view(id.internal, sizeof id.internal));
     return id;
   }
-  std::string value;
-  try {
-    value = config_.store->get(key, at_least_1ms(deadline));
-  } catch (const TimeoutError&) {
-    throw TimeoutError(detail::concat(where("nccl init"), ": rank 0 of group '", config_.name,
-                                      "' never published the NCCL unique id (key '", key,
-                                      "'); see rank 0's error"));
-  }
+  std::string value = get_or_note(
+      key, deadline,
+      detail::concat("rank 0 of group '", config_.name, "' never published the NCCL unique id (key '",
+                     key, "'); see rank 0's error"));
   LOCKSTEP_ENFORCE(value.size() == sizeof id.internal, StoreError, where("nccl init"),
                    ": the NCCL unique id in the store has ", value.size(), " bytes, not ",
                    sizeof id.internal, "; is every rank running the same lockstep and NCCL?");
@@ -186,8 +222,22 @@ void Communicator::wait(std::string_view op, Deadline deadline) {
 void Communicator::abort() {
   if (aborted_) return;
   aborted_ = true;
+  // [Abort]: an abort inside an open group would only be queued.
+  while (open_groups_ > 0) {
+    --open_groups_;
+    ncclGroupEnd();
+  }
   if (comm_ != nullptr) ncclCommAbort(comm_);
   comm_ = nullptr;
+  if (stream_ == nullptr) return;
+  const auto until = Clock::now() + kIdleBound;
+  while (cudaStreamQuery(stream_) == cudaErrorNotReady && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (cudaStreamQuery(stream_) == cudaErrorNotReady)
+    log_warning(where("abort"), ": the stream was still busy ", kIdleBound.count(),
+             " s after ncclCommAbort; the GPU may still write this op's buffers after its Work "
+             "completes");
+  cudaGetLastError();  // a sticky-free error of the aborted kernels must not fail later calls
 }
 
 void Communicator::finalize(Deadline deadline) {
@@ -204,11 +254,18 @@ void Communicator::fail_nccl(ncclResult_t result, std::string_view call, std::st
     message += detail::concat(". ", peers_->describe(*dead),
                               " on this host has exited: it crashed or was killed");
   abort();
-  if (result == ncclRemoteError || result == ncclSystemError)
-    throw NetworkError(message +
-                       ". A peer probably died, was killed or lost its connection: "
-                       "see the other ranks' errors (NCCL_DEBUG=WARN shows NCCL's view)");
-  throw Error(message + " (NCCL_DEBUG=WARN prints NCCL's reason)");
+  const ErrorClass error_class = nccl_error_class(result);
+  switch (error_class) {
+    case ErrorClass::network:
+      throw_as(error_class, message +
+                                ". A peer probably died, was killed or lost its connection: "
+                                "see the other ranks' errors (NCCL_DEBUG=WARN shows NCCL's view)");
+    case ErrorClass::timeout:
+      throw_as(error_class, message + ". NCCL gave up waiting for a peer (NCCL_DEBUG=WARN says "
+                                      "which); see the other ranks' errors");
+    default:
+      throw_as(error_class, message + " (NCCL_DEBUG=WARN prints NCCL's reason)");
+  }
 }
 
 void Communicator::fail_timeout(std::string_view op) {
@@ -247,6 +304,30 @@ void Communicator::check_peers(std::string_view op) {
         "it: it crashed or was killed (SIGKILL often means the OOM killer; see its log). The NCCL "
         "communicator was aborted"));
   }
+}
+
+}  // namespace lockstep::nccl
+
+namespace lockstep::nccl {
+
+GroupScope::GroupScope(Communicator& comm, std::string_view op, Deadline deadline)
+    : comm_(comm), op_(op), deadline_(deadline), depth_(comm.open_groups_ + 1) {
+  comm_.settle(ncclGroupStart(), "ncclGroupStart", op_, deadline_);
+  comm_.open_groups_ = depth_;
+}
+
+GroupScope::~GroupScope() {
+  // Unwinding with the group still open (an error between start and end that did not abort).
+  if (comm_.open_groups_ >= depth_) {
+    comm_.open_groups_ = depth_ - 1;
+    ncclGroupEnd();
+  }
+}
+
+void GroupScope::end() {
+  if (comm_.open_groups_ < depth_) return;  // abort() ended it
+  comm_.open_groups_ = depth_ - 1;
+  comm_.settle(ncclGroupEnd(), "ncclGroupEnd", op_, deadline_);
 }
 
 }  // namespace lockstep::nccl

@@ -3,8 +3,17 @@
 // [Init] Collective over the group, bounded by a deadline. Every rank publishes a DeviceClaim
 // (host, device index, PCI bus id) in the store and reads everyone's; ranks on one host that
 // picked one GPU fail here (core/device_check.h). Rank 0 then creates the NCCL unique id and sets
-// it in the store; the others get it. The communicator is created non-blocking, so that init,
-// like every later wait, gives up at the deadline instead of hanging.
+// it in the store; the others get it. Keys live under "<group>/nccl/<n>/", n counting this
+// rank's inits of the group's name, so a later init of the same name never reads an earlier
+// one's unique id. A rank whose init fails leaves an abort note first (rank 0's
+// ncclGetUniqueId included), so that the others stop waiting for it at once: they look for the
+// note while they wait for the id and for NCCL.
+//
+// [Blocking mode] Blocking by default, as PyTorch; LOCKSTEP_NCCL_NONBLOCKING=1 creates it
+// non-blocking, so that init, ncclGroupEnd and finalize return ncclInProgress and every wait is
+// ours, bounded by the deadline. In blocking mode those calls wait inside NCCL (which returns on
+// a peer's failure, but not on a peer that never arrives); waits on the stream are bounded
+// either way.
 //
 // [Waiting] An op's NCCL calls are enqueued on the stream; wait() then polls cudaStreamQuery and
 // ncclCommGetAsyncError (spinning briefly, then sleeping), and every 100 ms the store's abort
@@ -12,6 +21,11 @@
 // another rank's abort note, a peer's exit, or the deadline, it aborts the communicator
 // (ncclCommAbort), so that a dead peer never hangs this rank, and throws an error naming the op
 // and the rank.
+//
+// [Abort] ncclCommAbort inside an open ncclGroupStart only queues the reclaim, so abort() first
+// ends every group that GroupScope opened. Then it waits, at most kIdleBound, for the stream to
+// go idle: the op's Work completes only after that, so that the GPU no longer writes the
+// caller's buffers (a warning says so when the bound passes first).
 //
 // Thread-safety: one thread at a time (the group's progress thread, or the constructor's).
 #pragma once
@@ -29,6 +43,11 @@
 #include "lockstep/core/deadline.h"
 
 namespace lockstep::nccl {
+
+// How long abort() waits for the stream to go idle ([Abort]).
+inline constexpr std::chrono::seconds kIdleBound{10};
+
+class GroupScope;
 
 class Communicator {
  public:
@@ -52,13 +71,18 @@ class Communicator {
   void settle(ncclResult_t result, std::string_view call, std::string_view op, Deadline deadline);
   // Blocks until everything enqueued on the stream has finished. Throws as described above.
   void wait(std::string_view op, Deadline deadline);
-  // ncclCommAbort, once. Later calls do nothing.
+  // Ends open groups, ncclCommAbort, then waits (bounded) for the stream ([Abort]). Once; later
+  // calls do nothing.
   void abort();
   bool aborted() const { return aborted_; }
   // Flushes outstanding work (ncclCommFinalize), waiting at most until deadline.
   void finalize(Deadline deadline);
 
  private:
+  friend class GroupScope;
+  // Gets key from the store, giving up at the deadline or when another rank's abort note
+  // appears (NetworkError with the note). `missing` says what never came, for the TimeoutError.
+  std::string get_or_note(const std::string& key, Deadline deadline, const std::string& missing);
   void exchange_claims(Deadline deadline);
   ncclUniqueId exchange_unique_id(Deadline deadline);
   // "all_reduce #3 on rank 1 (nccl, cuda:1)".
@@ -72,16 +96,37 @@ class Communicator {
   void check_peers(std::string_view op);
 
   GroupConfig config_;
+  std::string prefix_;  // "<group>/nccl/<n>/" ([Init])
   int device_;
   std::string host_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   int* scratch_ = nullptr;
   std::unique_ptr<PeerWatch> peers_;
+  bool pooled_ = false;  // scratch_ comes from the stream-ordered allocator
+  int open_groups_ = 0;  // GroupScopes not yet ended
   bool aborted_ = false;
   bool finalized_ = false;
   Clock::time_point next_note_check_{};
   Clock::time_point began_{};  // when the current wait started, for messages
+};
+
+// One ncclGroupStart/ncclGroupEnd around an op's NCCL calls. end() ends it; an exception that
+// unwinds past an open scope ends it in the destructor, unless abort() already has ([Abort]).
+class GroupScope {
+ public:
+  GroupScope(Communicator& comm, std::string_view op, Deadline deadline);
+  ~GroupScope();
+  GroupScope(const GroupScope&) = delete;
+  GroupScope& operator=(const GroupScope&) = delete;
+  // ncclGroupEnd, settled as any NCCL call.
+  void end();
+
+ private:
+  Communicator& comm_;
+  std::string op_;
+  Deadline deadline_;
+  int depth_;  // comm_.open_groups_ once this scope was open
 };
 
 }  // namespace lockstep::nccl
