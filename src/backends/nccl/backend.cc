@@ -42,7 +42,10 @@ class NcclBackend final : public BackendBase {
       ready_for(op);
       nccl::order_after_issue(nccl::cuda_stream_api(), op.issued_state, comm_.stream(),
                               op.name());
-      nccl::enqueue_op(comm_, op, rank());
+      {
+        nccl::ArmedWatch armed(comm_.blocking_watch(), op.deadline);  // [Blocking mode]
+        nccl::enqueue_op(comm_, op, rank());
+      }
       comm_.wait(op.name(), op.deadline);
     });
   }
@@ -59,7 +62,10 @@ class NcclBackend final : public BackendBase {
       for (const Op& op : ops)
         nccl::order_after_issue(nccl::cuda_stream_api(), op.issued_state, comm_.stream(),
                                 op.name());
-      nccl::enqueue_p2p_group(comm_, ops);
+      {
+        nccl::ArmedWatch armed(comm_.blocking_watch(), ops.front().deadline);
+        nccl::enqueue_p2p_group(comm_, ops);
+      }
       comm_.wait(group_name(ops), ops.front().deadline);
     });
   }

@@ -11,9 +11,11 @@
 //
 // [Blocking mode] Blocking by default, as PyTorch; LOCKSTEP_NCCL_NONBLOCKING=1 creates it
 // non-blocking, so that init, ncclGroupEnd and finalize return ncclInProgress and every wait is
-// ours, bounded by the deadline. In blocking mode those calls wait inside NCCL (which returns on
-// a peer's failure, but not on a peer that never arrives); waits on the stream are bounded
-// either way.
+// ours, bounded by the deadline. In blocking mode an op's NCCL calls and finalize run under a
+// BlockingWatch (blocking_watch.h), which aborts the communicator from its own thread at the
+// deadline, on another rank's abort note or on a dead peer; init is bounded by NCCL's own
+// bootstrap timeouts, once every rank has shown it reached init (the claims above). Waits on the
+// stream are ours in both modes.
 //
 // [Waiting] An op's NCCL calls are enqueued on the stream; wait() then polls cudaStreamQuery and
 // ncclCommGetAsyncError (spinning briefly, then sleeping), and every 100 ms the store's abort
@@ -35,9 +37,13 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
 #include <string>
 #include <string_view>
 
+#include "backends/nccl/blocking_watch.h"
 #include "backends/nccl/peer_watch.h"
 #include "comm/group_config.h"
 #include "lockstep/core/deadline.h"
@@ -65,6 +71,9 @@ class Communicator {
   int device() const { return device_; }
   // 4 bytes of device memory for barriers.
   int* scratch() const { return scratch_; }
+  // The watch to arm around calls that may wait inside NCCL; null for a non-blocking
+  // communicator ([Blocking mode]).
+  BlockingWatch* blocking_watch() const { return watch_.get(); }
 
   // Waits for an NCCL call's result in non-blocking mode: ncclInProgress settles through
   // ncclCommGetAsyncError. Throws (after aborting) on an error or at the deadline.
@@ -80,9 +89,11 @@ class Communicator {
 
  private:
   friend class GroupScope;
-  // Gets key from the store, giving up at the deadline or when another rank's abort note
-  // appears (NetworkError with the note). `missing` says what never came, for the TimeoutError.
-  std::string get_or_note(const std::string& key, Deadline deadline, const std::string& missing);
+  // Gets keys from the store; nothing at the deadline. Looks for another rank's abort note every
+  // 100 ms meanwhile: NetworkError with the note, naming what this rank was waiting_for.
+  std::optional<std::vector<std::string>> get_or_note(const std::vector<std::string>& keys,
+                                                      Deadline deadline,
+                                                      std::string_view waiting_for);
   void exchange_claims(Deadline deadline);
   ncclUniqueId exchange_unique_id(Deadline deadline);
   // "all_reduce #3 on rank 1 (nccl, cuda:1)".
@@ -94,6 +105,14 @@ class Communicator {
   // Throws NetworkError if another rank left an abort note in the store, or a rank on this host
   // exited. Looks at most every 100 ms.
   void check_peers(std::string_view op);
+  // What check_peers looks at, as text ("the group was aborted by ..."); nothing when all is
+  // well. Safe from the watch's thread.
+  std::optional<std::string> peer_problem() const;
+  // After the watch aborted the communicator: ends open groups, waits for the stream, and
+  // throws the watch's reason (TimeoutError at the deadline, else NetworkError).
+  [[noreturn]] void fail_watched(std::string_view op, const std::string& reason);
+  // The end of abort(): waits, bounded, for the stream to go idle.
+  void drain_stream();
 
   GroupConfig config_;
   std::string prefix_;  // "<group>/nccl/<n>/" ([Init])
@@ -105,6 +124,9 @@ class Communicator {
   std::unique_ptr<PeerWatch> peers_;
   bool pooled_ = false;  // scratch_ comes from the stream-ordered allocator
   int open_groups_ = 0;  // GroupScopes not yet ended
+  std::mutex abort_mu_;  // the watch's abort against abort()
+  bool watch_aborted_ = false;  // under abort_mu_: the watch called ncclCommAbort
+  std::unique_ptr<BlockingWatch> watch_;  // blocking communicators only
   bool aborted_ = false;
   bool finalized_ = false;
   Clock::time_point next_note_check_{};
