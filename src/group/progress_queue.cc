@@ -49,7 +49,9 @@ WorkPtr ProgressQueue::push(Op op) {
   if (queue_.empty() && !running_op_ && backend_.prefers_inline(op)) {
     running_op_ = true;
     lock.unlock();
-    run_entries({Entry{.ops = {std::move(op)}, .work = completion}});
+    Entry entry{.ops = {}, .work = completion};
+    entry.ops.push_back(std::move(op));
+    run_entries({&entry, 1});
     lock.lock();
     running_op_ = false;
     idle_.notify_all();
@@ -113,7 +115,7 @@ void ProgressQueue::loop() {
   }
 }
 
-void ProgressQueue::run_entries(const std::vector<Entry>& entries) {
+void ProgressQueue::run_entries(std::span<const Entry> entries) {
   std::vector<Op> ops;  // every op, for run_p2p_group; a lone op runs from its entry
   const bool lone = entries.size() == 1 && entries.front().ops.size() == 1;
   if (!lone)

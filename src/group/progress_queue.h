@@ -17,6 +17,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,7 +70,7 @@ class ProgressQueue {
   bool fusible(const Entry& e) const;
   // Runs entries: one entry's single op through Backend::run, else all their ops through
   // Backend::run_p2p_group. Completes every entry's Work.
-  void run_entries(const std::vector<Entry>& entries);
+  void run_entries(std::span<const Entry> entries);
 
   Backend& backend_;
   QueueHooks hooks_;
