@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "comm/failure.h"
@@ -27,6 +28,21 @@ class Backend {
   // Runs op to completion or throws (NetworkError, MismatchError, TimeoutError). Called from one
   // thread at a time, in issue order. op.deadline bounds every wait.
   virtual void run(const Op& op) = 0;
+  // Runs on the caller's thread once op is accepted (checked and numbered), just before it is
+  // queued: a backend that must capture the caller's state at issue time keeps it in
+  // op.issued_state (nccl: an event on the caller's current CUDA stream, which orders the op
+  // after the work that produced its data). Default: nothing.
+  virtual void prepare(Op& /*op*/) {}
+  // Whether op (a send or recv) must progress together with the sends and recvs queued next to
+  // it: the progress queue then hands a run of such ops to run_p2p_group at once (nccl: ncclSend
+  // and ncclRecv progress only when fused in one ncclGroupStart/ncclGroupEnd, so a ring of
+  // one-by-one sends and recvs would deadlock). Default: no.
+  virtual bool fuses_p2p(const Op& /*op*/) const { return false; }
+  // Runs ops (each a send or recv for which fuses_p2p is true) as one group: they complete, or
+  // fail, together. Default: one by one.
+  virtual void run_p2p_group(std::span<const Op> ops) {
+    for (const Op& op : ops) run(op);
+  }
   // Whether op may run on the calling thread when nothing else is queued (small ops on a
   // low-latency backend: saves the hand-off to the progress thread). Default: never.
   virtual bool prefers_inline(const Op& /*op*/) const { return false; }

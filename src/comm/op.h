@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,10 @@ struct Op {
   uint64_t record_id = 0;  // the flight recorder's id for this op (src/debug/flight_recorder.h)
   Device device{};  // where this rank's buffers live (the front end checks input and output agree)
   std::vector<PriorIssue> prior_issues;  // LOCKSTEP_DEBUG=DETAIL collectives only, else empty
+  // What Backend::prepare captured on the caller's thread when the op was issued, for run() on
+  // the progress thread (nccl: a CUDA event on the caller's current stream). Opaque here, so
+  // that the core knows nothing of CUDA; null for most backends.
+  std::shared_ptr<void> issued_state;
 
   // Bytes that every rank must agree on (the header check): count*size for all_reduce-like ops,
   // the per-rank count for uniform gathers, the total for _v forms; 0 for all_to_all and p2p.

@@ -58,6 +58,12 @@ Settings parse_settings(const char* (*getenv_fn)(const char*)) {
         std::string_view(v) == "0" ? 0 : parse_positive("LOCKSTEP_FLIGHT_RECORDER_SIZE", v);
   if (const char* v = getenv_fn("LOCKSTEP_STALL_WARNING_S"))
     s.stall_warning = parse_seconds("LOCKSTEP_STALL_WARNING_S", v);
+  if (const char* v = getenv_fn("LOCKSTEP_NCCL_NONBLOCKING")) {
+    std::string_view t(v);
+    if (t != "0" && t != "1")
+      throw ConfigError(detail::concat("LOCKSTEP_NCCL_NONBLOCKING='", t, "' is not 0 or 1"));
+    s.nccl_nonblocking = t == "1";
+  }
   return s;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "debug/fingerprint.h"
@@ -31,8 +32,10 @@ uint64_t fnv1a64(std::string_view bytes) {
 // A backend whose collectives are fingerprint-checked first; everything else is passed through.
 class FingerprintedBackend final : public Backend {
  public:
-  FingerprintedBackend(std::unique_ptr<Backend> inner, const GroupConfig& config)
-      : inner_(std::move(inner)), check_(*inner_, config.name, config.rank, config.size) {}
+  FingerprintedBackend(std::unique_ptr<Backend> inner, const GroupConfig& config,
+                       FingerprintRoute route)
+      : inner_(std::move(inner)),
+        check_(*inner_, config.store, route, config.name, config.rank, config.size) {}
 
   const std::string& name() const override { return inner_->name(); }
   void check(const Op& op) const override { inner_->check(op); }
@@ -40,6 +43,10 @@ class FingerprintedBackend final : public Backend {
     check_.check(op);
     inner_->run(op);
   }
+  // Sends and recvs are not fingerprinted: these pass through.
+  void prepare(Op& op) override { inner_->prepare(op); }
+  bool fuses_p2p(const Op& op) const override { return inner_->fuses_p2p(op); }
+  void run_p2p_group(std::span<const Op> ops) override { inner_->run_p2p_group(ops); }
   // Never inline: every op runs on the progress thread, so that a program's behaviour under
   // DETAIL does not depend on message sizes, and a cross-group order inversion reaches both
   // groups' fingerprint exchanges (debug/issue_order.h) instead of deadlocking the callers.
@@ -83,10 +90,22 @@ std::pair<Fingerprint, std::vector<PriorIssue>> decode_record(std::string_view r
 
 }  // namespace
 
-FingerprintCheck::FingerprintCheck(Backend& transport, std::string group, int rank, int size)
-    : transport_(transport), group_(std::move(group)), rank_(rank), size_(size) {}
+FingerprintCheck::FingerprintCheck(Backend& transport, std::shared_ptr<Store> store,
+                                   FingerprintRoute route, std::string group, int rank, int size)
+    : transport_(transport),
+      store_(std::move(store)),
+      route_(route),
+      group_(std::move(group)),
+      rank_(rank),
+      size_(size) {
+  LOCKSTEP_ENFORCE(route_ == FingerprintRoute::backend || store_ != nullptr, ConfigError,
+                   "group '", group_, "': LOCKSTEP_DEBUG=DETAIL checks backend ",
+                   transport_.name(), "'s calls through the group's store, but the group has "
+                   "none; unset LOCKSTEP_DEBUG or give the group a store");
+}
 
-void FingerprintCheck::exchange(const Op& op, const void* mine, size_t bytes, void* all) {
+void FingerprintCheck::exchange(const Op& op, int step, const void* mine, size_t bytes,
+                                void* all) {
   Op x{.kind = OpKind::all_gather,
        .seq = op.seq,
        .dtype = DType::u8,
@@ -97,7 +116,10 @@ void FingerprintCheck::exchange(const Op& op, const void* mine, size_t bytes, vo
   const std::string context =
       op.name() + " (in the LOCKSTEP_DEBUG=DETAIL fingerprint exchange before it): ";
   try {
-    transport_.run(x);
+    if (route_ == FingerprintRoute::store)
+      store_all_gather(*store_, group_, rank_, size_, op, step, mine, bytes, all);
+    else
+      transport_.run(x);
   } catch (const Error& e) {
     const bool mismatch = error_class_of(e) == ErrorClass::mismatch;
     throw_as(error_class_of(e),
@@ -114,7 +136,7 @@ void FingerprintCheck::check(const Op& op) {
   std::string mine = record_of(op);
   Digest digest{.hash = fnv1a64(mine), .bytes = mine.size()};
   std::vector<Digest> digests(n);
-  exchange(op, &digest, sizeof digest, digests.data());
+  exchange(op, 1, &digest, sizeof digest, digests.data());
   const bool pairwise = op.kind == OpKind::all_to_all && op.variable;
   if (!pairwise &&
       std::all_of(digests.begin(), digests.end(), [&](const Digest& d) { return d == digests[0]; }))
@@ -123,7 +145,7 @@ void FingerprintCheck::check(const Op& op) {
   for (const Digest& d : digests) longest = std::max<size_t>(longest, d.bytes);
   mine.resize(longest, '\0');
   std::string everything(longest * n, '\0');
-  exchange(op, mine.data(), longest, everything.data());
+  exchange(op, 2, mine.data(), longest, everything.data());
   std::vector<Fingerprint> all;
   std::vector<std::vector<PriorIssue>> prior;
   all.reserve(n);
@@ -144,7 +166,7 @@ void FingerprintCheck::check(const Op& op) {
   uint8_t done = 1;
   std::vector<uint8_t> all_done(n);
   try {
-    exchange(op, &done, 1, all_done.data());
+    exchange(op, 3, &done, 1, all_done.data());
   } catch (const Error&) {
     // A peer finished first and aborted; it raises the same error.
   }
@@ -152,8 +174,14 @@ void FingerprintCheck::check(const Op& op) {
 }
 
 std::unique_ptr<Backend> with_fingerprints(std::unique_ptr<Backend> inner,
+                                           const GroupConfig& config, FingerprintRoute route) {
+  return std::make_unique<FingerprintedBackend>(std::move(inner), config, route);
+}
+
+std::unique_ptr<Backend> with_fingerprints(std::unique_ptr<Backend> inner,
                                            const GroupConfig& config) {
-  return std::make_unique<FingerprintedBackend>(std::move(inner), config);
+  FingerprintRoute route = fingerprint_route(*inner);
+  return with_fingerprints(std::move(inner), config, route);
 }
 
 }  // namespace lockstep::debug

@@ -1,9 +1,10 @@
 // FingerprintCheck: LOCKSTEP_DEBUG=DETAIL's comparison of every rank's collective call, before
 // the collective runs.
 //
-// [Side channel] The fingerprints travel over the group's own backend, as all_gathers whose size
-// never depends on the call being checked, so ranks that disagree on sizes cannot deadlock on
-// them:
+// [Side channel] The fingerprints travel as all_gathers whose size never depends on the call
+// being checked, so ranks that disagree on sizes cannot deadlock on them. They go over the
+// group's own backend, or, for a backend that moves device memory only (nccl), over the group's
+// store (fingerprint_exchange.h):
 //   1. every rank all_gathers a 16-byte digest of its record: its fingerprint and its prior
 //      issues on other groups (debug/issue_order.h), hashed, with the record's length. Equal
 //      digests everywhere: the calls agree, the op runs.
@@ -28,13 +29,17 @@
 
 #include "comm/backend.h"
 #include "comm/op.h"
+#include "debug/fingerprint_exchange.h"
+#include "lockstep/store/store.h"
 
 namespace lockstep::debug {
 
 class FingerprintCheck {
  public:
-  // `transport` carries the exchanges; it must outlive this. `group` names the group in errors.
-  FingerprintCheck(Backend& transport, std::string group, int rank, int size);
+  // `transport` carries the exchanges on the backend route, `store` on the store route; both
+  // must outlive this. `group` names the group in errors and store keys.
+  FingerprintCheck(Backend& transport, std::shared_ptr<Store> store, FingerprintRoute route,
+                   std::string group, int rank, int size);
 
   // Compares op with every rank's call of the same sequence number, and the collectives each
   // rank issued on its other groups before it (Op::prior_issues, debug/issue_order.h). Throws
@@ -43,10 +48,13 @@ class FingerprintCheck {
   void check(const Op& op);
 
  private:
-  // all_gather of `bytes` bytes per rank under op's sequence number and deadline.
-  void exchange(const Op& op, const void* mine, size_t bytes, void* all);
+  // all_gather of `bytes` bytes per rank under op's sequence number and deadline; `step` is the
+  // exchange's number within the op (1, 2, 3).
+  void exchange(const Op& op, int step, const void* mine, size_t bytes, void* all);
 
   Backend& transport_;
+  std::shared_ptr<Store> store_;
+  FingerprintRoute route_;
   std::string group_;
   int rank_;
   int size_;
@@ -54,7 +62,10 @@ class FingerprintCheck {
 
 // Wraps a backend so that every collective is fingerprint-checked before it runs. ProcessGroup
 // installs it when LOCKSTEP_DEBUG=DETAIL; otherwise nothing is wrapped and no op pays for it.
+// The route: fingerprint_route(*inner) unless given.
 std::unique_ptr<Backend> with_fingerprints(std::unique_ptr<Backend> inner,
                                            const GroupConfig& config);
+std::unique_ptr<Backend> with_fingerprints(std::unique_ptr<Backend> inner,
+                                           const GroupConfig& config, FingerprintRoute route);
 
 }  // namespace lockstep::debug

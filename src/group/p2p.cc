@@ -2,6 +2,7 @@
 // to the group's p2p engine (src/p2p/engine.h), which progresses them on its own. Backends
 // without a p2p channel (nccl) run sends and recvs through the progress queue instead.
 #include <exception>
+#include <span>
 
 #include "comm/validate.h"
 #include "core/log.h"
@@ -114,11 +115,51 @@ WorkPtr ProcessGroup::recv_any(BufferView output, const P2POptions& o) {
   return impl_->p2p->post(std::span(&r, 1), impl_->p2p_deadline(o.timeout), std::move(d));
 }
 
+namespace {
+
+// Whether batch_isend_irecv goes through the progress queue: every op on a CUDA buffer, or no
+// engine at all. A batch that mixes host and CUDA buffers is refused: its two halves would
+// progress on different paths, so the batch could not complete as one.
+bool batch_through_queue(std::span<const P2POp> ops, bool has_engine, int rank) {
+  size_t cuda = 0;
+  for (const P2POp& op : ops) {
+    const Device d = op.is_send ? op.input.device : op.output.device;
+    if (d.is_cuda()) ++cuda;
+  }
+  LOCKSTEP_ENFORCE(cuda == 0 || cuda == ops.size(), InvalidArgument, "batch_isend_irecv: rank ",
+                   rank, " mixed ", cuda, " CUDA buffer(s) with ", ops.size() - cuda,
+                   " host buffer(s) in one batch; a batch runs on one path (nccl for CUDA "
+                   "buffers, the p2p engine for host ones), so split it into two batches");
+  return !has_engine || cuda > 0;
+}
+
+}  // namespace
+
 WorkPtr ProcessGroup::batch_isend_irecv(std::span<const P2POp> ops,
                                         std::chrono::milliseconds timeout) {
-  LOCKSTEP_ENFORCE(impl_->p2p != nullptr || ops.empty(), InvalidArgument,
-                   "batch_isend_irecv: backend ", backend_name(),
-                   " cannot start sends and recvs together; post them one by one");
+  if (!ops.empty() && batch_through_queue(ops, impl_->p2p != nullptr, rank())) {
+    std::vector<Op> queued;
+    for (const P2POp& op : ops) {
+      const ConstBufferView buffer = impl_->check_p2p(op, false);
+      Op o{.kind = op.is_send ? OpKind::send : OpKind::recv,
+           .dtype = buffer.dtype,
+           .peer = op.peer,
+           .tag = op.tag,
+           .input = op.is_send ? op.input.data : nullptr,
+           .output = op.is_send ? nullptr : op.output.data,
+           .count = buffer.count,
+           .device = buffer.device};
+      queued.push_back(std::move(o));
+    }
+    uint64_t index;
+    {
+      std::lock_guard<std::mutex> lock(impl_->issue_mu);
+      index = impl_->p2p_batches++;
+    }
+    std::string d = detail::concat("batch_isend_irecv #", index, " (", ops.size(),
+                                   " sends and recvs)");
+    return impl_->enqueue_p2p_group(std::move(queued), timeout, std::move(d));
+  }
   std::vector<p2p::Request> requests;
   std::string names;
   for (const P2POp& op : ops) {

@@ -138,10 +138,37 @@ WorkPtr ProcessGroup::Impl::enqueue(Op op, std::chrono::milliseconds timeout) {
   op.seq = next;
   validate::algorithm(op);
   backend->check(op);
+  backend->prepare(op);
   ++next;
   if (issue_order && debug::is_fingerprinted(op.kind)) op.prior_issues = issue_order->note();
   op.deadline = Deadline::after(timeout.count() < 0 ? config.timeout : timeout);
   return queue->push(std::move(op));
+}
+
+WorkPtr ProcessGroup::Impl::enqueue_p2p_group(std::vector<Op> ops,
+                                              std::chrono::milliseconds timeout,
+                                              std::string description) {
+  for (const Op& op : ops) {
+    std::string problem = backend->device_problem(op.device);
+    LOCKSTEP_ENFORCE(problem.empty(), InvalidArgument, "batch_isend_irecv: rank ", config.rank,
+                     " passed a ", device_name(op.device), " buffer to ", op_kind_name(op.kind),
+                     ", but ", problem);
+  }
+  std::lock_guard<std::mutex> lock(issue_mu);
+  // Every op is checked under the number it would get before any takes one, so a rejected batch
+  // leaves the numbering as it was.
+  std::vector<uint64_t> next_send = send_seq, next_recv = recv_seq;
+  for (Op& op : ops) {
+    uint64_t& next = (op.kind == OpKind::send ? next_send : next_recv)[static_cast<size_t>(op.peer)];
+    op.seq = next++;
+    backend->check(op);
+    backend->prepare(op);
+  }
+  send_seq = std::move(next_send);
+  recv_seq = std::move(next_recv);
+  const Deadline deadline = Deadline::after(timeout.count() < 0 ? config.timeout : timeout);
+  for (Op& op : ops) op.deadline = deadline;
+  return queue->push_group(std::move(ops), std::move(description));
 }
 
 WorkPtr ProcessGroup::broadcast(BufferView buffer, const BroadcastOptions& o) {

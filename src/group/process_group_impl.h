@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -40,6 +41,10 @@ struct ProcessGroup::Impl {
   // Checks op (the backend's check, on the caller's thread), numbers it (collective or per-pair
   // p2p sequence), sets its deadline and queues it.
   WorkPtr enqueue(Op op, std::chrono::milliseconds timeout);
+  // Checks, numbers and queues sends and recvs that run as one group (ProgressQueue::push_group:
+  // batch_isend_irecv through a backend without a p2p engine, or on CUDA buffers). One Work.
+  WorkPtr enqueue_p2p_group(std::vector<Op> ops, std::chrono::milliseconds timeout,
+                            std::string description);
 
   // src/group/p2p.cc: makes the engine (when the backend has a channel), and closes it, telling
   // peers `failure` when it is not empty (this rank failed) or that the group was destroyed.

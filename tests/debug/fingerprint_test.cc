@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <mutex>
+#include <optional>
 
 #include "debug/fingerprint_check.h"
 #include "group/backend_registry.h"
@@ -187,7 +188,8 @@ struct Rank {
 // Runs fn(rank, backend) on `size` threads, each with a fingerprint-checked `backend_name`
 // backend of one group over a shared HashStore.
 void spawn_checked(int size, const std::string& backend_name,
-                   const std::function<void(int, Backend&)>& fn) {
+                   const std::function<void(int, Backend&)>& fn,
+                   std::optional<FingerprintRoute> route = std::nullopt) {
   auto store = std::make_shared<HashStore>();
   static int groups = 0;
   std::string name = "fp" + std::to_string(groups++);
@@ -200,7 +202,8 @@ void spawn_checked(int size, const std::string& backend_name,
                        .timeout = std::chrono::seconds(30),
                        .advertise_address = "127.0.0.1",
                        .hostname = "localhost"};
-    auto backend = with_fingerprints(create_backend(config), config);
+    auto backend = route ? with_fingerprints(create_backend(config), config, *route)
+                         : with_fingerprints(create_backend(config), config);
     fn(rank, *backend);
     backend->shutdown(Deadline::after(std::chrono::seconds(10)));
   });
@@ -283,6 +286,96 @@ TEST_P(FingerprintCheckBackends, CountMismatchRaisesTheSameErrorOnEveryRankWitho
 
 INSTANTIATE_TEST_SUITE_P(Backends, FingerprintCheckBackends, ::testing::Values("tcp", "shm"),
                          [](const auto& info) { return info.param; });
+
+// The store route, which a backend that moves device memory only (nccl) gets: the same checks
+// with the fingerprints in the group's store, here under a tcp group forced onto it.
+TEST(FingerprintStoreRoute, BackendsThatMoveHostMemoryTakeTheBackendRoute) {
+  auto store = std::make_shared<HashStore>();
+  GroupConfig config{.name = "route", .rank = 0, .size = 1, .store = store, .backend = "tcp",
+                     .timeout = std::chrono::seconds(10), .advertise_address = "127.0.0.1",
+                     .hostname = "localhost"};
+  auto backend = create_backend(config);
+  EXPECT_EQ(fingerprint_route(*backend), FingerprintRoute::backend);
+}
+
+TEST(FingerprintStoreRoute, AgreeingCallsRun) {
+  spawn_checked(
+      3, "tcp",
+      [](int rank, Backend& backend) {
+        for (uint64_t seq = 0; seq < 6; ++seq) {
+          std::vector<float> x(100, static_cast<float>(rank + 1));
+          Op op{.kind = OpKind::all_reduce,
+                .seq = seq,
+                .input = x.data(),
+                .output = x.data(),
+                .count = x.size(),
+                .deadline = Deadline::after(std::chrono::seconds(30))};
+          backend.run(op);
+          for (float v : x) ASSERT_EQ(v, 6.0f);
+        }
+      },
+      FingerprintRoute::store);
+}
+
+TEST(FingerprintStoreRoute, CountMismatchRaisesTheSameErrorOnEveryRank) {
+  std::mutex mu;
+  std::vector<std::string> errors(3);
+  EXPECT_THROW(spawn_checked(
+                   3, "tcp",
+                   [&](int rank, Backend& backend) {
+                     std::vector<float> x(rank == 2 ? 999 : 1000, 1.0f);
+                     Op op{.kind = OpKind::all_reduce,
+                           .seq = 0,
+                           .input = x.data(),
+                           .output = x.data(),
+                           .count = x.size(),
+                           .deadline = Deadline::after(std::chrono::seconds(30))};
+                     try {
+                       backend.run(op);
+                     } catch (const MismatchError& e) {
+                       std::lock_guard<std::mutex> lock(mu);
+                       errors[static_cast<size_t>(rank)] = e.what();
+                       backend.abort(e.what());
+                       throw;
+                     }
+                   },
+                   FingerprintRoute::store),
+               MismatchError);
+  for (const auto& e : errors)
+    EXPECT_EQ(e,
+              "all_reduce #0: ranks disagree on count: ranks 0, 1: all_reduce(f32, count 1000, "
+              "sum); rank 2: all_reduce(f32, count 999, sum). Fix: make every rank pass the same "
+              "count");
+}
+
+TEST(FingerprintStoreRoute, ARankThatNeverArrivesIsNamedAtTheDeadline) {
+  auto store = std::make_shared<HashStore>();
+  GroupConfig config{.name = "late", .rank = 0, .size = 2, .store = store, .backend = "tcp",
+                     .timeout = std::chrono::seconds(10), .advertise_address = "127.0.0.1",
+                     .hostname = "localhost"};
+  // The store route never touches the transport: a backend of size 1 stands in for it.
+  GroupConfig solo = config;
+  solo.size = 1;
+  solo.name = "late-solo";
+  auto transport = create_backend(solo);
+  FingerprintCheck check(*transport, store, FingerprintRoute::store, "late", 0, 2);
+  std::vector<float> x(4, 1.0f);
+  Op op{.kind = OpKind::all_reduce, .seq = 0, .input = x.data(), .output = x.data(),
+        .count = x.size(), .deadline = Deadline::after(std::chrono::milliseconds(300))};
+  try {
+    check.check(op);
+    FAIL() << "expected TimeoutError";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("ranks [1] of group 'late' never posted their "
+                                         "fingerprint"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("all_reduce #0 (in the LOCKSTEP_DEBUG=DETAIL "
+                                         "fingerprint exchange"),
+              std::string::npos)
+        << e.what();
+  }
+}
 
 }  // namespace
 }  // namespace lockstep::debug

@@ -28,6 +28,11 @@ struct Settings {
   // LOCKSTEP_STALL_WARNING_S (seconds): an op in flight this long logs a warning naming the ranks
   // it waits for. 0 (default): min(60 s, the group's timeout / 2).
   std::chrono::milliseconds stall_warning{0};
+  // LOCKSTEP_NCCL_NONBLOCKING (0 or 1): create nccl communicators non-blocking, so that init,
+  // ncclGroupEnd and finalize return at once and lockstep bounds their waits by the deadline.
+  // Default 0 (blocking, as PyTorch): NCCL 2.28 runs every call of a non-blocking communicator
+  // through a group thread, which may add latency per op (docs/nccl.md).
+  bool nccl_nonblocking = false;
 };
 
 // The settings of this process, read from the environment on first use. A malformed value throws

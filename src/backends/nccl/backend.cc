@@ -4,11 +4,15 @@
 #include "backends/nccl/backend.h"
 
 #include <atomic>
+#include <exception>
+#include <span>
 #include <mutex>
 
 #include "backends/nccl/collectives.h"
 #include "backends/nccl/communicator.h"
 #include "backends/nccl/cuda_util.h"
+#include "backends/nccl/stream_order.h"
+#include "comm/op_kinds.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep {
@@ -26,15 +30,43 @@ class NcclBackend final : public BackendBase {
     nccl::check_reduce_op(op);
   }
 
+  // [Stream order] (stream_order.h): the caller's current stream, marked at issue.
+  void prepare(Op& op) override {
+    if (op.device.is_cuda())
+      op.issued_state = nccl::mark_issue(nccl::cuda_stream_api(), op.device.index,
+                                         detail::concat(op.name(), " on rank ", rank()));
+  }
+
   void run(const Op& op) override {
     guarded(op, [&] {
-      // The communicator aborts itself when it sees a peer's abort note or an NCCL error.
-      LOCKSTEP_ENFORCE(!comm_.aborted(), NetworkError, op.name(),
-                       ": the group's NCCL communicator was aborted");
-      // The progress thread is not the thread that set the device at init.
-      nccl::check_cuda(cudaSetDevice(comm_.device()), op.name() + ": cudaSetDevice");
-      nccl::enqueue_op(comm_, op, rank());
+      ready_for(op);
+      nccl::order_after_issue(nccl::cuda_stream_api(), op.issued_state, comm_.stream(),
+                              op.name());
+      {
+        nccl::ArmedWatch armed(comm_.blocking_watch(), op.deadline);  // [Blocking mode]
+        nccl::enqueue_op(comm_, op, rank());
+      }
       comm_.wait(op.name(), op.deadline);
+    });
+  }
+
+  // ncclSend and ncclRecv progress only within one group ([Fused p2p] in
+  // group/progress_queue.h).
+  bool fuses_p2p(const Op& op) const override {
+    return op.kind == OpKind::send || op.kind == OpKind::recv;
+  }
+
+  void run_p2p_group(std::span<const Op> ops) override {
+    guarded(ops.front(), [&] {
+      ready_for(ops.front());
+      for (const Op& op : ops)
+        nccl::order_after_issue(nccl::cuda_stream_api(), op.issued_state, comm_.stream(),
+                                op.name());
+      {
+        nccl::ArmedWatch armed(comm_.blocking_watch(), ops.front().deadline);
+        nccl::enqueue_p2p_group(comm_, ops);
+      }
+      comm_.wait(group_name(ops), ops.front().deadline);
     });
   }
 
@@ -67,6 +99,21 @@ class NcclBackend final : public BackendBase {
   void tell_peers(ErrorClass /*error_class*/, const std::string& reason) override {
     write_note(reason);
     comm_.abort();
+  }
+
+  void ready_for(const Op& op) {
+    // The communicator aborts itself when it sees a peer's abort note or an NCCL error.
+    LOCKSTEP_ENFORCE(!comm_.aborted(), NetworkError, op.name(),
+                     ": the group's NCCL communicator was aborted");
+    // The progress thread is not the thread that set the device at init.
+    nccl::check_cuda(cudaSetDevice(comm_.device()), op.name() + ": cudaSetDevice");
+  }
+
+  // "send #3 to rank 1 and 2 more sends and recvs", for errors.
+  static std::string group_name(std::span<const Op> ops) {
+    if (ops.size() == 1) return ops.front().name();
+    return detail::concat(ops.front().name(), " and ", ops.size() - 1,
+                          " more sends and recvs in its ncclGroupStart/End");
   }
 
   // A buffer tagged Device::cuda(n) must really be device memory on cuda:n; NCCL would otherwise
@@ -112,14 +159,22 @@ class DeviceRouter final : public Backend {
 
   void run(const Op& op) override {
     if (!op.device.is_cuda()) return host_->run(op);
-    if (!nccl_) {
-      nccl_ = std::make_unique<NcclBackend>(config_, op.device.index, op.deadline);
-      nccl_device_.store(op.device.index);
-      nccl_ready_.store(nccl_.get());
-      nccl_->check(op);
-    }
-    nccl_->run(op);
+    nccl_for(op).run(op);
   }
+
+  // The nccl backend's stream order; host ops capture nothing.
+  void prepare(Op& op) override {
+    if (!op.device.is_cuda()) return host_->prepare(op);
+    op.issued_state = nccl::mark_issue(nccl::cuda_stream_api(), op.device.index,
+                                       detail::concat(op.name(), " on rank ", config_.rank));
+  }
+
+  // Host sends and recvs never reach the queue here (the group's p2p engine moves them).
+  bool fuses_p2p(const Op& op) const override {
+    return op.device.is_cuda() && (op.kind == OpKind::send || op.kind == OpKind::recv);
+  }
+
+  void run_p2p_group(std::span<const Op> ops) override { nccl_for(ops.front()).run_p2p_group(ops); }
 
   bool prefers_inline(const Op& op) const override {
     return !op.device.is_cuda() && host_->prefers_inline(op);
@@ -154,8 +209,28 @@ class DeviceRouter final : public Backend {
   }
 
  private:
+  // The nccl backend, made by the first CUDA op. A failed init is not retried: its error is
+  // raised again (the queue breaks the group anyway; this keeps a direct caller from retrying
+  // against the first attempt's store keys).
+  NcclBackend& nccl_for(const Op& op) {
+    if (init_failure_) std::rethrow_exception(init_failure_);
+    if (!nccl_) {
+      try {
+        nccl_ = std::make_unique<NcclBackend>(config_, op.device.index, op.deadline);
+      } catch (...) {
+        init_failure_ = std::current_exception();
+        throw;
+      }
+      nccl_device_.store(op.device.index);
+      nccl_ready_.store(nccl_.get());
+      nccl_->check(op);
+    }
+    return *nccl_;
+  }
+
   std::unique_ptr<Backend> host_;
   GroupConfig config_;
+  std::exception_ptr init_failure_;  // progress thread only
   std::unique_ptr<NcclBackend> nccl_;  // progress thread only
   std::atomic<int> nccl_device_{-1};   // read by device_problem on the caller's thread
   std::atomic<NcclBackend*> nccl_ready_{nullptr};  // nccl_, for check() on the caller's thread

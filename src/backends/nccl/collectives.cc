@@ -51,8 +51,9 @@ class Launch {
         cudaMemcpyAsync(dst, src, count * element_, cudaMemcpyDeviceToDevice, comm_.stream()),
         name_ + ": cudaMemcpyAsync");
   }
-  void group_start() { call(ncclGroupStart(), "ncclGroupStart"); }
-  void group_end() { call(ncclGroupEnd(), "ncclGroupEnd"); }
+  // An open ncclGroupStart, ended by end() or, on unwind, by the scope ([Abort] in
+  // communicator.h).
+  GroupScope group() { return GroupScope(comm_, name_, op_.deadline); }
 
   ncclRedOp_t reduce_op() const {
     check_reduce_op(op_);
@@ -79,7 +80,7 @@ void all_gather(Launch& l, const Op& op) {
   }
   auto offset = Launch::offsets(op.counts);
   const int size = static_cast<int>(op.counts.size());
-  l.group_start();
+  auto group = l.group();
   for (int r = 0; r < size; ++r) {
     size_t n = op.counts[static_cast<size_t>(r)];
     void* slot = l.out(offset[static_cast<size_t>(r)]);
@@ -88,7 +89,7 @@ void all_gather(Launch& l, const Op& op) {
     if (n > 0)
       l.call(ncclBroadcast(op.input, slot, n, l.type(), r, l.comm(), l.stream()), "ncclBroadcast");
   }
-  l.group_end();
+  group.end();
 }
 
 void reduce_scatter(Launch& l, const Op& op, int rank) {
@@ -101,7 +102,7 @@ void reduce_scatter(Launch& l, const Op& op, int rank) {
   }
   auto offset = Launch::offsets(op.counts);
   const int size = static_cast<int>(op.counts.size());
-  l.group_start();
+  auto group = l.group();
   for (int r = 0; r < size; ++r) {
     size_t n = op.counts[static_cast<size_t>(r)];
     void* result = r == rank ? op.output : nullptr;  // only root r's result is kept
@@ -110,38 +111,38 @@ void reduce_scatter(Launch& l, const Op& op, int rank) {
                         l.stream()),
              "ncclReduce");
   }
-  l.group_end();
+  group.end();
 }
 
 void gather(Launch& l, const Op& op, int rank) {
   const size_t mine = op.counts[static_cast<size_t>(rank)];
   if (rank != op.root) {
-    l.group_start();
+    auto group = l.group();
     l.send(op.input, mine, op.root);
-    l.group_end();
+    group.end();
     return;
   }
   auto offset = Launch::offsets(op.counts);
-  l.group_start();
+  auto group = l.group();
   for (size_t r = 0; r < op.counts.size(); ++r)
     if (static_cast<int>(r) != rank) l.recv(l.out(offset[r]), op.counts[r], static_cast<int>(r));
-  l.group_end();
+  group.end();
   l.copy(l.out(offset[static_cast<size_t>(rank)]), op.input, mine);
 }
 
 void scatter(Launch& l, const Op& op, int rank) {
   const size_t mine = op.counts[static_cast<size_t>(rank)];
   if (rank != op.root) {
-    l.group_start();
+    auto group = l.group();
     l.recv(op.output, mine, op.root);
-    l.group_end();
+    group.end();
     return;
   }
   auto offset = Launch::offsets(op.counts);
-  l.group_start();
+  auto group = l.group();
   for (size_t r = 0; r < op.counts.size(); ++r)
     if (static_cast<int>(r) != rank) l.send(l.in(offset[r]), op.counts[r], static_cast<int>(r));
-  l.group_end();
+  group.end();
   l.copy(op.output, l.in(offset[static_cast<size_t>(rank)]), mine);
 }
 
@@ -149,13 +150,13 @@ void all_to_all(Launch& l, const Op& op, int rank) {
   auto send_offset = Launch::offsets(op.counts);
   auto recv_offset = Launch::offsets(op.recv_counts);
   const size_t me = static_cast<size_t>(rank);
-  l.group_start();
+  auto group = l.group();
   for (size_t r = 0; r < op.counts.size(); ++r) {
     if (r == me) continue;
     l.send(l.in(send_offset[r]), op.counts[r], static_cast<int>(r));
     l.recv(l.out(recv_offset[r]), op.recv_counts[r], static_cast<int>(r));
   }
-  l.group_end();
+  group.end();
   l.copy(l.out(recv_offset[me]), l.in(send_offset[me]), op.counts[me]);
 }
 
@@ -167,6 +168,19 @@ void check_reduce_op(const Op& op) {
                    ": reduce op ", reduce_op_name(op.reduce_op),
                    " is not available on the nccl backend (NCCL has sum, avg, prod, min and "
                    "max); reduce host buffers with backend shm or tcp instead");
+}
+
+void enqueue_p2p_group(Communicator& comm, std::span<const Op> ops) {
+  if (ops.empty()) return;
+  GroupScope group(comm, ops.front().name(), ops.front().deadline);
+  for (const Op& op : ops) {
+    Launch l(comm, op);
+    if (op.kind == OpKind::send)
+      l.send(op.input, op.count, op.peer);
+    else
+      l.recv(op.output, op.count, op.peer);
+  }
+  group.end();
 }
 
 void enqueue_op(Communicator& comm, const Op& op, int rank) {

@@ -9,7 +9,9 @@
 #include "comm/backend.h"
 #include "comm/failure.h"
 #include "core/device_check.h"
+#include "core/log.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/settings.h"
 #include "net/socket.h"
 
 namespace lockstep::nccl {
@@ -47,22 +49,43 @@ Communicator::Communicator(const GroupConfig& config, int device, Deadline deadl
       device_(device),
       host_(host_name_of(config)) {
   try {
+    // [Init] First, before anything can fail: every rank counts the same inits.
+    const int64_t n = config_.store->add(config_.name + "/nccl/inits/" +
+                                             std::to_string(config_.rank), 1);
+    prefix_ = detail::concat(config_.name, "/nccl/", n, "/");
     check_cuda(cudaSetDevice(device_), detail::concat(where("nccl init"), ": cudaSetDevice"));
     exchange_claims(deadline);
-    peers_ = std::make_unique<PeerWatch>(config_, deadline);
+    peers_ = std::make_unique<PeerWatch>(config_, prefix_, deadline);
     ncclUniqueId id = exchange_unique_id(deadline);
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                detail::concat(where("nccl init"), ": cudaStreamCreate"));
-    check_cuda(cudaMalloc(reinterpret_cast<void**>(&scratch_), sizeof(int)),
+    // Stream-ordered where the device allows: freeing it then never waits for the device, so
+    // destroying a group cannot block behind another group's hung kernel.
+    int pools = 0;
+    cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device_);
+    pooled_ = pools != 0;
+    check_cuda(pooled_ ? cudaMallocAsync(reinterpret_cast<void**>(&scratch_), sizeof(int), stream_)
+                       : cudaMalloc(reinterpret_cast<void**>(&scratch_), sizeof(int)),
                detail::concat(where("nccl init"), ": cudaMalloc"));
-    check_cuda(cudaMemset(scratch_, 0, sizeof(int)),
+    check_cuda(cudaMemsetAsync(scratch_, 0, sizeof(int), stream_),
                detail::concat(where("nccl init"), ": cudaMemset"));
     ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
-    nccl_config.blocking = 0;  // [Init]: every wait is ours, and bounded by the deadline
+    nccl_config.blocking = settings().nccl_nonblocking ? 0 : 1;  // [Blocking mode]
+    if (nccl_config.blocking)
+      watch_ = std::make_unique<BlockingWatch>(
+          [this] { return peer_problem(); },
+          [this](const std::string& /*reason*/) {
+            std::lock_guard<std::mutex> lock(abort_mu_);
+            if (comm_ == nullptr || watch_aborted_) return;
+            watch_aborted_ = true;
+            ncclCommAbort(comm_);
+          });
     nccl_config.commName = config_.name.c_str();
     ncclResult_t r = ncclCommInitRankConfig(&comm_, config_.size, id, config_.rank, &nccl_config);
     settle(r, "ncclCommInitRankConfig", "nccl init", deadline);
-  } catch (...) {
+  } catch (const std::exception& e) {
+    // Peers waiting for this rank (the unique id, NCCL's bootstrap) learn why at once.
+    write_abort_note(*config_.store, config_.name, config_.rank, host_, e.what());
     abort();
     release();
     throw;
@@ -74,23 +97,49 @@ Communicator::~Communicator() {
 }
 
 void Communicator::release() {
-  if (comm_ != nullptr) {
+  watch_.reset();  // its thread may abort comm_: stop it first
+  if (comm_ != nullptr && !watch_aborted_) {
     // A finalized communicator has nothing in flight; anything else is released without
     // waiting for peers (ncclCommDestroy could block on them).
     if (finalized_)
       ncclCommDestroy(comm_);
     else
       ncclCommAbort(comm_);
-    comm_ = nullptr;
   }
-  if (scratch_ != nullptr) cudaFree(scratch_);
+  comm_ = nullptr;
+  // cudaFree synchronizes the whole device, so it could wait behind another group's hung kernel
+  // on the destroying thread; cudaFreeAsync and cudaStreamDestroy return at once. Without memory
+  // pools, cudaFree it is (docs/nccl.md).
+  if (scratch_ != nullptr) {
+    if (pooled_ && stream_ != nullptr)
+      cudaFreeAsync(scratch_, stream_);
+    else
+      cudaFree(scratch_);
+  }
   scratch_ = nullptr;
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   stream_ = nullptr;
 }
 
+std::optional<std::vector<std::string>> Communicator::get_or_note(
+    const std::vector<std::string>& keys, Deadline deadline, std::string_view waiting_for) {
+  for (;;) {
+    auto slice = std::min(at_least_1ms(deadline), std::chrono::milliseconds(100));
+    try {
+      return config_.store->multi_get(keys, slice);
+    } catch (const TimeoutError&) {
+      if (config_.store->check({abort_key(config_.name)}))
+        if (auto note = read_abort_note(*config_.store, config_.name, slice))
+          throw NetworkError(detail::concat(where("nccl init"), ": the group was aborted by ",
+                                            *note, "; this rank stopped waiting for ",
+                                            waiting_for));
+      if (deadline.expired()) return std::nullopt;
+    }
+  }
+}
+
 void Communicator::exchange_claims(Deadline deadline) {
-  const std::string prefix = config_.name + "/nccl/claim/";
+  const std::string prefix = prefix_ + "claim/";
   DeviceClaim mine{.rank = config_.rank,
                    .host_id = net::host_identity(),
                    .host = host_,
@@ -99,10 +148,8 @@ void Communicator::exchange_claims(Deadline deadline) {
   config_.store->set(prefix + std::to_string(config_.rank), encode_device_claim(mine));
   std::vector<std::string> keys;
   for (int r = 0; r < config_.size; ++r) keys.push_back(prefix + std::to_string(r));
-  std::vector<std::string> values;
-  try {
-    values = config_.store->multi_get(keys, at_least_1ms(deadline));
-  } catch (const TimeoutError&) {
+  auto values = get_or_note(keys, deadline, "the other ranks' device claims");
+  if (!values) {
     std::string missing;
     for (int r = 0; r < config_.size; ++r) {
       if (config_.store->check({keys[static_cast<size_t>(r)]})) continue;
@@ -116,27 +163,26 @@ void Communicator::exchange_claims(Deadline deadline) {
   }
   std::vector<DeviceClaim> claims;
   for (int r = 0; r < config_.size; ++r)
-    claims.push_back(decode_device_claim(r, values[static_cast<size_t>(r)]));
+    claims.push_back(decode_device_claim(r, (*values)[static_cast<size_t>(r)]));
   check_distinct_devices(claims);
 }
 
 ncclUniqueId Communicator::exchange_unique_id(Deadline deadline) {
-  const std::string key = config_.name + "/nccl/id";
+  const std::string key = prefix_ + "id";
   ncclUniqueId id{};
   if (config_.rank == 0) {
+    // A failure here leaves the abort note (the constructor's catch): peers stop waiting.
     ncclResult_t r = ncclGetUniqueId(&id);
     if (r != ncclSuccess) fail_nccl(r, "ncclGetUniqueId", "nccl init");
     config_.store->set(key, std::string_view(id.internal, sizeof id.internal));
     return id;
   }
-  std::string value;
-  try {
-    value = config_.store->get(key, at_least_1ms(deadline));
-  } catch (const TimeoutError&) {
+  auto got = get_or_note({key}, deadline, "rank 0's NCCL unique id");
+  if (!got)
     throw TimeoutError(detail::concat(where("nccl init"), ": rank 0 of group '", config_.name,
                                       "' never published the NCCL unique id (key '", key,
                                       "'); see rank 0's error"));
-  }
+  const std::string& value = got->front();
   LOCKSTEP_ENFORCE(value.size() == sizeof id.internal, StoreError, where("nccl init"),
                    ": the NCCL unique id in the store has ", value.size(), " bytes, not ",
                    sizeof id.internal, "; is every rank running the same lockstep and NCCL?");
@@ -151,6 +197,9 @@ std::string Communicator::where(std::string_view op) const {
 
 void Communicator::settle(ncclResult_t result, std::string_view call, std::string_view op,
                           Deadline deadline) {
+  // The watch aborted the communicator under this call: comm_ is gone, its reason counts.
+  if (watch_)
+    if (auto reason = watch_->fired()) fail_watched(op, *reason);
   began_ = Clock::now();
   next_note_check_ = began_ + kNoteCheckInterval;  // ops that finish fast never ask the store
   Backoff backoff;
@@ -167,6 +216,8 @@ void Communicator::wait(std::string_view op, Deadline deadline) {
   began_ = Clock::now();
   next_note_check_ = began_ + kNoteCheckInterval;  // ops that finish fast never ask the store
   Backoff backoff;
+  if (watch_)
+    if (auto reason = watch_->fired()) fail_watched(op, *reason);
   for (;;) {
     cudaError_t query = cudaStreamQuery(stream_);
     if (query == cudaSuccess) return;
@@ -186,12 +237,47 @@ void Communicator::wait(std::string_view op, Deadline deadline) {
 void Communicator::abort() {
   if (aborted_) return;
   aborted_ = true;
-  if (comm_ != nullptr) ncclCommAbort(comm_);
-  comm_ = nullptr;
+  // [Abort]: an abort inside an open group would only be queued.
+  while (open_groups_ > 0) {
+    --open_groups_;
+    ncclGroupEnd();
+  }
+  {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    if (comm_ != nullptr && !watch_aborted_) ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+  drain_stream();
+}
+
+void Communicator::drain_stream() {
+  if (stream_ == nullptr) return;
+  const auto until = Clock::now() + kIdleBound;
+  while (cudaStreamQuery(stream_) == cudaErrorNotReady && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (cudaStreamQuery(stream_) == cudaErrorNotReady)
+    log_warning(where("abort"), ": the stream was still busy ", kIdleBound.count(),
+                " s after ncclCommAbort; the GPU may still write this op's buffers after its "
+                "Work completes");
+  cudaGetLastError();  // a sticky-free error of the aborted kernels must not fail later calls
+}
+
+void Communicator::fail_watched(std::string_view op, const std::string& reason) {
+  abort();  // the watch already called ncclCommAbort: this ends groups and drains the stream
+  if (reason.empty())
+    throw TimeoutError(detail::concat(
+        where(op), ": not finished at its deadline, blocked inside NCCL (blocking communicator; "
+        "the group's timeout is LOCKSTEP_TIMEOUT). The NCCL communicator was aborted so that "
+        "this rank does not hang. A rank probably died, never entered this op, or entered a "
+        "different one: set LOCKSTEP_DEBUG=DETAIL to compare the calls"));
+  throw NetworkError(detail::concat(where(op), ": ", reason,
+                                    " while this rank waited inside NCCL; the NCCL communicator "
+                                    "was aborted"));
 }
 
 void Communicator::finalize(Deadline deadline) {
   if (aborted_ || finalized_ || comm_ == nullptr) return;
+  ArmedWatch armed(watch_.get(), deadline);
   settle(ncclCommFinalize(comm_), "ncclCommFinalize", "shutdown", deadline);
   finalized_ = true;
 }
@@ -204,11 +290,18 @@ void Communicator::fail_nccl(ncclResult_t result, std::string_view call, std::st
     message += detail::concat(". ", peers_->describe(*dead),
                               " on this host has exited: it crashed or was killed");
   abort();
-  if (result == ncclRemoteError || result == ncclSystemError)
-    throw NetworkError(message +
-                       ". A peer probably died, was killed or lost its connection: "
-                       "see the other ranks' errors (NCCL_DEBUG=WARN shows NCCL's view)");
-  throw Error(message + " (NCCL_DEBUG=WARN prints NCCL's reason)");
+  const ErrorClass error_class = nccl_error_class(result);
+  switch (error_class) {
+    case ErrorClass::network:
+      throw_as(error_class, message +
+                                ". A peer probably died, was killed or lost its connection: "
+                                "see the other ranks' errors (NCCL_DEBUG=WARN shows NCCL's view)");
+    case ErrorClass::timeout:
+      throw_as(error_class, message + ". NCCL gave up waiting for a peer (NCCL_DEBUG=WARN says "
+                                      "which); see the other ranks' errors");
+    default:
+      throw_as(error_class, message + " (NCCL_DEBUG=WARN prints NCCL's reason)");
+  }
 }
 
 void Communicator::fail_timeout(std::string_view op) {
@@ -226,27 +319,52 @@ void Communicator::check_peers(std::string_view op) {
   auto now = Clock::now();
   if (now < next_note_check_) return;
   next_note_check_ = now + kNoteCheckInterval;
-  std::optional<std::string> note;
-  try {
-    if (config_.store->check({abort_key(config_.name)}))
-      note = read_abort_note(*config_.store, config_.name, std::chrono::milliseconds(1));
-  } catch (const Error&) {
-    // The store is unreachable: a dead peer, NCCL's own error or the deadline ends the wait.
-  }
-  if (note) {
+  if (auto problem = peer_problem()) {
     abort();
-    throw NetworkError(detail::concat(where(op), ": the group was aborted by ", *note,
+    throw NetworkError(detail::concat(where(op), ": ", *problem,
                                       "; this rank stopped waiting and aborted its NCCL "
                                       "communicator"));
   }
-  if (auto dead = peers_ ? peers_->first_dead() : std::nullopt) {
-    abort();
-    throw NetworkError(detail::concat(
-        where(op), ": ", peers_->describe(*dead),
-        " on this host exited while this op waited for "
-        "it: it crashed or was killed (SIGKILL often means the OOM killer; see its log). The NCCL "
-        "communicator was aborted"));
+}
+
+std::optional<std::string> Communicator::peer_problem() const {
+  try {
+    if (config_.store->check({abort_key(config_.name)}))
+      if (auto note =
+              read_abort_note(*config_.store, config_.name, std::chrono::milliseconds(1)))
+        return "the group was aborted by " + *note;
+  } catch (const Error&) {
+    // The store is unreachable: a dead peer, NCCL's own error or the deadline ends the wait.
   }
+  if (auto dead = peers_ ? peers_->first_dead() : std::nullopt)
+    return detail::concat(peers_->describe(*dead),
+                          " on this host exited while this op waited for it: it crashed or was "
+                          "killed (SIGKILL often means the OOM killer; see its log)");
+  return std::nullopt;
+}
+
+}  // namespace lockstep::nccl
+
+namespace lockstep::nccl {
+
+GroupScope::GroupScope(Communicator& comm, std::string_view op, Deadline deadline)
+    : comm_(comm), op_(op), deadline_(deadline), depth_(comm.open_groups_ + 1) {
+  comm_.settle(ncclGroupStart(), "ncclGroupStart", op_, deadline_);
+  comm_.open_groups_ = depth_;
+}
+
+GroupScope::~GroupScope() {
+  // Unwinding with the group still open (an error between start and end that did not abort).
+  if (comm_.open_groups_ >= depth_) {
+    comm_.open_groups_ = depth_ - 1;
+    ncclGroupEnd();
+  }
+}
+
+void GroupScope::end() {
+  if (comm_.open_groups_ < depth_) return;  // abort() ended it
+  comm_.open_groups_ = depth_ - 1;
+  comm_.settle(ncclGroupEnd(), "ncclGroupEnd", op_, deadline_);
 }
 
 }  // namespace lockstep::nccl

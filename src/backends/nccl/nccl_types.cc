@@ -47,16 +47,36 @@ std::optional<ncclRedOp_t> nccl_reduce_op(ReduceOp op) {
 }
 
 std::string nccl_error_text(ncclResult_t result, ncclComm_t comm) {
+  // Indexed by value, ncclTimeout included: a newer libnccl than nccl.h may return it.
   static constexpr const char* kNames[] = {
       "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
-      "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress"};
-  std::string text = static_cast<unsigned>(result) < std::size(kNames)
-                         ? kNames[result]
-                         : "ncclResult " + std::to_string(static_cast<int>(result));
-  text += std::string(" (") + ncclGetErrorString(result) + ")";
+      "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress",
+      "ncclTimeout"};
+  static_assert(ncclInProgress == 7 && std::size(kNames) == kNcclTimeout + 1);
+  const auto value = static_cast<unsigned>(result);
+  std::string text = value < std::size(kNames) ? kNames[value]
+                                               : "ncclResult " + std::to_string(value);
+  const char* reason = static_cast<int>(result) == kNcclTimeout
+                           ? "an NCCL operation timed out"
+                           : ncclGetErrorString(result);
+  text += std::string(" (") + (reason != nullptr ? reason : "unknown") + ")";
   const char* last = ncclGetLastError(comm);
   if (last != nullptr && *last != '\0') text += std::string(": ") + last;
   return text;
+}
+
+ErrorClass nccl_error_class(ncclResult_t result) {
+  if (static_cast<int>(result) == kNcclTimeout) return ErrorClass::timeout;
+  switch (result) {
+    case ncclRemoteError:
+    case ncclSystemError:
+      return ErrorClass::network;
+    case ncclInvalidArgument:
+    case ncclInvalidUsage:
+      return ErrorClass::invalid_argument;
+    default:
+      return ErrorClass::other;
+  }
 }
 
 }  // namespace lockstep::nccl

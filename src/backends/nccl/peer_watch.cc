@@ -4,9 +4,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
+#include <csignal>
+#include <cstring>
+#include <mutex>
 #include <filesystem>
 
+#include "core/log.h"
 #include "lockstep/core/error.h"
 #include "net/socket.h"
 
@@ -23,8 +28,9 @@ std::string pid_scope() {
 
 }  // namespace
 
-PeerWatch::PeerWatch(const GroupConfig& config, Deadline deadline) {
-  const std::string prefix = config.name + "/nccl/pid/";
+PeerWatch::PeerWatch(const GroupConfig& config, const std::string& key_prefix,
+                     Deadline deadline) {
+  const std::string prefix = key_prefix + "pid/";
   const std::string scope = pid_scope();
   const int own_pid = static_cast<int>(::getpid());
   config.store->set(prefix + std::to_string(config.rank), scope + "\n" + std::to_string(own_pid));
@@ -34,6 +40,7 @@ PeerWatch::PeerWatch(const GroupConfig& config, Deadline deadline) {
       config.store->multi_get(keys, std::max(deadline.remaining(), std::chrono::milliseconds(1)));
   pids_.assign(static_cast<size_t>(config.size), 0);
   pidfds_.assign(static_cast<size_t>(config.size), -1);
+  by_kill_.assign(static_cast<size_t>(config.size), false);
   for (size_t r = 0; r < values.size(); ++r) {
     const std::string& v = values[r];
     size_t nl = v.rfind('\n');
@@ -43,6 +50,16 @@ PeerWatch::PeerWatch(const GroupConfig& config, Deadline deadline) {
     pids_[r] = pid;
     if (v.compare(0, nl, scope) != 0 || pid <= 0 || pid == own_pid) continue;
     pidfds_[r] = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (pidfds_[r] < 0) {
+      const int err = errno;
+      by_kill_[r] = true;
+      static std::once_flag warned;
+      std::call_once(warned, [&] {
+        log_warning("group '", config.name, "': pidfd_open(", pid, ") failed (",
+                    std::strerror(err), "); watching peers on this host with kill(pid, 0), "
+                    "which a reused pid can fool");
+      });
+    }
   }
 }
 
@@ -52,6 +69,8 @@ PeerWatch::~PeerWatch() {
 }
 
 std::optional<int> PeerWatch::first_dead() const {
+  for (size_t r = 0; r < by_kill_.size(); ++r)
+    if (by_kill_[r] && ::kill(pids_[r], 0) != 0 && errno == ESRCH) return static_cast<int>(r);
   std::vector<pollfd> fds;
   std::vector<int> ranks;
   for (size_t r = 0; r < pidfds_.size(); ++r) {

@@ -284,10 +284,10 @@ TEST(NcclCollectives, SendRecvRingBarrierAndEmptyOps) {
       out.fill([&](size_t i) { return pg.rank() * 64.0 + i; });
       DeviceBuffer dout(out, device), din(in, device);
       int next = (pg.rank() + 1) % size, prev = (pg.rank() + size - 1) % size;
-      auto s = pg.send(dout.view(), next);
-      auto r = pg.recv(din.view(), prev);
-      s->wait();
-      r->wait();
+      // A ring where every rank sends first is a cycle of waits unless NCCL runs each rank's
+      // send and recv in one group: batch_isend_irecv (docs/nccl.md, "Send and recv").
+      std::vector<P2POp> ring = {P2POp::send(dout.view(), next), P2POp::recv(din.view(), prev)};
+      pg.batch_isend_irecv(ring)->wait();
       din.download();
       for (size_t i = 0; i < 64; ++i) ASSERT_EQ(in.get(i), prev * 64.0 + i);
       pg.barrier()->wait();

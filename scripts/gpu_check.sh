@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# One command for a machine with an NVIDIA GPU (issue 16): configures a minimal build (nccl on;
+# no MPI, LibTorch, Python, examples or docs; nothing fetched from the network), builds only the
+# nccl tests, runs them with bounded time, and writes a short report: pass, fail or skip per
+# test, the device, the NCCL version, and the latency of a 4-byte all_reduce (blocking, then
+# non-blocking communicators). Whole run under 10 minutes; on a machine without a GPU it runs
+# the CPU tests and reports that the GPU tests skipped.
+#
+#   scripts/gpu_check.sh                 # report in $OUT/gpu_check_report.txt if OUT is set,
+#                                        # else in the build folder
+# Environment: LOCKSTEP_GPU_BUILD_DIR (default <repo>/build-gpu-check), LOCKSTEP_JOBS.
+# Exit status: 0 when no test failed, 1 when one did, 2 when the build could not be made.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${LOCKSTEP_GPU_BUILD_DIR:-$ROOT/build-gpu-check}"
+JOBS="${LOCKSTEP_JOBS:-$(nproc)}"
+REPORT="${OUT:-$BUILD}/gpu_check_report.txt"
+mkdir -p "$BUILD" "$(dirname "$REPORT")"
+LOG="$BUILD/gpu_check.log"
+: >"$LOG"
+START=$SECONDS
+
+say() { echo "$*" | tee -a "$REPORT"; }
+: >"$REPORT"
+say "lockstep gpu_check, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+
+# --- The machine --------------------------------------------------------------------------------
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  say "device: $(nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader | paste -sd ';' -)"
+else
+  say "device: none (nvidia-smi sees no GPU); GPU tests will skip"
+fi
+NCCL_H=""
+for dir in "${NCCL_HOME:-/nonexistent}/include" /usr/local/cuda/include /usr/include; do
+  [[ -f "$dir/nccl.h" ]] && NCCL_H="$dir/nccl.h" && break
+done
+if [[ -n "$NCCL_H" ]]; then
+  v() { sed -n "s/^#define NCCL_$1 *\([0-9]*\).*/\1/p" "$NCCL_H" | head -1; }
+  say "nccl: $(v MAJOR).$(v MINOR).$(v PATCH) ($NCCL_H)"
+else
+  say "nccl: nccl.h not found (set NCCL_HOME); the nccl backend cannot be built"
+fi
+
+# --- Build: only what the nccl tests need, bounded -----------------------------------------------
+GEN=()
+command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
+if ! timeout 120 cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DLOCKSTEP_WITH_NCCL=ON -DLOCKSTEP_WITH_MPI=OFF -DLOCKSTEP_WITH_TORCH=OFF \
+    -DLOCKSTEP_WITH_PYTHON=OFF -DLOCKSTEP_BUILD_EXAMPLES=OFF >>"$LOG" 2>&1; then
+  say "build: cmake configure FAILED (see $LOG; needs CMake, GTest and nlohmann_json installed)"
+  exit 2
+fi
+if ! grep -q "lockstep: nccl backend enabled" "$LOG"; then
+  say "build: CMake did not find CUDA and NCCL; the nccl backend is not built (see $LOG)"
+  exit 2
+fi
+if ! timeout 330 cmake --build "$BUILD" --target test_backends_nccl -j "$JOBS" >>"$LOG" 2>&1; then
+  say "build: test_backends_nccl FAILED or ran past 330 s (see $LOG)"
+  exit 2
+fi
+say "build: test_backends_nccl in $((SECONDS - START)) s"
+
+# --- Run, bounded ----------------------------------------------------------------------------------
+TEST_BIN="$BUILD/tests/test_backends_nccl"
+RUN_OUT="$BUILD/gpu_check_tests.txt"
+LEFT=$((570 - (SECONDS - START)))  # the whole script stays under 10 minutes
+((LEFT < 60)) && LEFT=60
+LOCKSTEP_TIMEOUT=60 timeout --kill-after=10 "$((LEFT - 40))" "$TEST_BIN" --gtest_color=no \
+  >"$RUN_OUT" 2>&1
+RC=$?
+((RC == 124 || RC == 137)) && say "tests: the run passed its time limit ($((LEFT - 40)) s) and was stopped"
+
+# The non-blocking latency, for comparison (a few seconds at most).
+NB_OUT="$BUILD/gpu_check_nonblocking.txt"
+LOCKSTEP_NCCL_NONBLOCKING=1 timeout --kill-after=5 30 "$TEST_BIN" --gtest_color=no \
+  --gtest_filter='NcclProbe.LatencyOfAFourByteAllReduce' >"$NB_OUT" 2>&1
+
+# --- Report ----------------------------------------------------------------------------------------
+summary() {  # "<STATUS> <test>[ -- <skip reason>]" from gtest's output
+  awk '/^\[ RUN      \] /{cur=$4; grab=0; next}
+       / Skipped$/{grab=1; next}
+       grab==1{reason[cur]=$0; grab=0}
+       /^\[       OK \] /{print "PASS", $4}
+       /^\[  FAILED  \] .*\(/{print "FAIL", $4}
+       /^\[  SKIPPED \] .*\(/{r=reason[$4]; print "SKIP", $4 (r == "" ? "" : " -- " r)}' "$1"
+}
+RESULTS="$(summary "$RUN_OUT")"
+pass=$(grep -c '^PASS' <<<"$RESULTS")
+fail=$(grep -c '^FAIL' <<<"$RESULTS")
+skip=$(grep -c '^SKIP' <<<"$RESULTS")
+say "tests: $pass passed, $fail failed, $skip skipped (exit status $RC)"
+[[ -n "$RESULTS" ]] && sed 's/^/  /' <<<"$RESULTS" | tee -a "$REPORT"
+lat="$(grep -h -o 'NCCL_LATENCY_US .*' "$RUN_OUT" | head -1)"
+lat_nb="$(grep -h -o 'NCCL_LATENCY_US .*' "$NB_OUT" | head -1)"
+say "latency, 4-byte all_reduce: ${lat:-not measured (no GPU)}"
+say "latency, non-blocking:      ${lat_nb:-not measured (no GPU)}"
+mem="$(grep -h -o 'NCCL_MEMORY_GROWTH_MIB .*' "$RUN_OUT" | head -1)"
+[[ -n "$mem" ]] && say "device memory over 20 init/destroy rounds: ${mem#NCCL_MEMORY_GROWTH_MIB } MiB"
+if ((fail > 0)); then
+  say "failures (first lines of each):"
+  grep -B2 -A12 '^\[  FAILED  \] .*(' "$RUN_OUT" | head -80 | tee -a "$REPORT" >/dev/null
+fi
+say "total: $((SECONDS - START)) s; full output in $RUN_OUT; report in $REPORT"
+((fail == 0 && RC != 124 && RC != 137)) && exit 0 || exit 1
