@@ -254,34 +254,45 @@ TEST_P(FingerprintCheckBackends, AgreeingCallsRunAndGiveTheClosedForm) {
   });
 }
 
-TEST_P(FingerprintCheckBackends, CountMismatchRaisesTheSameErrorOnEveryRankWithoutDeadlock) {
+// A 3-rank all_reduce where rank 2 passes 999 elements and the others 1000: every rank's
+// MismatchError text (each rank aborts its backend on it, so that no rank waits).
+std::vector<std::string> count_mismatch_errors(const std::string& backend_name,
+                                               std::optional<FingerprintRoute> route) {
   std::mutex mu;
   std::vector<std::string> errors(3);
-  auto started = Clock::now();
-  EXPECT_THROW(spawn_checked(3, GetParam(),
-                             [&](int rank, Backend& backend) {
-                               std::vector<float> x(rank == 2 ? 999 : 1000, 1.0f);
-                               Op op{.kind = OpKind::all_reduce,
-                                     .seq = 0,
-                                     .input = x.data(),
-                                     .output = x.data(),
-                                     .count = x.size(),
-                                     .deadline = Deadline::after(std::chrono::seconds(30))};
-                               try {
-                                 backend.run(op);
-                               } catch (const MismatchError& e) {
-                                 std::lock_guard<std::mutex> lock(mu);
-                                 errors[static_cast<size_t>(rank)] = e.what();
-                                 backend.abort(e.what());
-                                 throw;
-                               }
-                             }),
+  EXPECT_THROW(spawn_checked(
+                   3, backend_name,
+                   [&](int rank, Backend& backend) {
+                     std::vector<float> x(rank == 2 ? 999 : 1000, 1.0f);
+                     Op op{.kind = OpKind::all_reduce,
+                           .seq = 0,
+                           .input = x.data(),
+                           .output = x.data(),
+                           .count = x.size(),
+                           .deadline = Deadline::after(std::chrono::seconds(30))};
+                     try {
+                       backend.run(op);
+                     } catch (const MismatchError& e) {
+                       std::lock_guard<std::mutex> lock(mu);
+                       errors[static_cast<size_t>(rank)] = e.what();
+                       backend.abort(e.what());
+                       throw;
+                     }
+                   },
+                   route),
                MismatchError);
+  return errors;
+}
+
+constexpr const char* kCountMismatch =
+    "all_reduce #0: ranks disagree on count: ranks 0, 1: all_reduce(f32, count 1000, sum); "
+    "rank 2: all_reduce(f32, count 999, sum). Fix: make every rank pass the same count";
+
+TEST_P(FingerprintCheckBackends, CountMismatchRaisesTheSameErrorOnEveryRankWithoutDeadlock) {
+  auto started = Clock::now();
+  const auto errors = count_mismatch_errors(GetParam(), std::nullopt);
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - started).count(), 20.0);
-  const std::string want =
-      "all_reduce #0: ranks disagree on count: ranks 0, 1: all_reduce(f32, count 1000, sum); "
-      "rank 2: all_reduce(f32, count 999, sum). Fix: make every rank pass the same count";
-  for (const auto& e : errors) EXPECT_EQ(e, want);
+  for (const auto& e : errors) EXPECT_EQ(e, kCountMismatch);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, FingerprintCheckBackends, ::testing::Values("tcp", "shm"),
@@ -318,34 +329,8 @@ TEST(FingerprintStoreRoute, AgreeingCallsRun) {
 }
 
 TEST(FingerprintStoreRoute, CountMismatchRaisesTheSameErrorOnEveryRank) {
-  std::mutex mu;
-  std::vector<std::string> errors(3);
-  EXPECT_THROW(spawn_checked(
-                   3, "tcp",
-                   [&](int rank, Backend& backend) {
-                     std::vector<float> x(rank == 2 ? 999 : 1000, 1.0f);
-                     Op op{.kind = OpKind::all_reduce,
-                           .seq = 0,
-                           .input = x.data(),
-                           .output = x.data(),
-                           .count = x.size(),
-                           .deadline = Deadline::after(std::chrono::seconds(30))};
-                     try {
-                       backend.run(op);
-                     } catch (const MismatchError& e) {
-                       std::lock_guard<std::mutex> lock(mu);
-                       errors[static_cast<size_t>(rank)] = e.what();
-                       backend.abort(e.what());
-                       throw;
-                     }
-                   },
-                   FingerprintRoute::store),
-               MismatchError);
-  for (const auto& e : errors)
-    EXPECT_EQ(e,
-              "all_reduce #0: ranks disagree on count: ranks 0, 1: all_reduce(f32, count 1000, "
-              "sum); rank 2: all_reduce(f32, count 999, sum). Fix: make every rank pass the same "
-              "count");
+  for (const auto& e : count_mismatch_errors("tcp", FingerprintRoute::store))
+    EXPECT_EQ(e, kCountMismatch);
 }
 
 TEST(FingerprintStoreRoute, ARankThatNeverArrivesIsNamedAtTheDeadline) {
