@@ -18,15 +18,37 @@ constexpr std::chrono::milliseconds kMaxSleep{100};
 // How long a waiter drives progress itself before it blocks, and how long the engine thread naps
 // while a waiter does.
 constexpr std::chrono::microseconds kPollBudget{200};
-// After a waiter polled, the engine thread naps rather than sleeping in the channel for this long:
-// a program that waits for message after message (a ping-pong, a pipeline) keeps its peers from
-// waking this thread, which would race the next waiter for the lock.
 // Frames up to this size (header and payload) are written with one Channel::write.
 constexpr size_t kCoalesceBytes = 512;
-// Read on the cheap clock (coarse_now), so at least its lag.
+// After a waiter polled, the engine thread naps rather than sleeping in the channel for this long:
+// a program that waits for message after message (a ping-pong, a pipeline) keeps its peers from
+// waking this thread, which would race the next waiter for the lock. Read on the cheap clock
+// (coarse_now), so at least its lag.
 constexpr std::chrono::milliseconds kRecentPoll{2 * kCoarseClockLag};
 // How long the engine thread naps at a time meanwhile.
 constexpr std::chrono::milliseconds kNap{2};
+
+// A frame of at most kCoalesceBytes as one buffer: its header, then `bytes` of payload.
+struct JoinedFrame {
+  JoinedFrame(const FrameHeader& h, const void* payload, size_t bytes) : size(sizeof h + bytes) {
+    std::memcpy(data, &h, sizeof h);
+    if (bytes > 0) std::memcpy(data + sizeof h, payload, bytes);
+  }
+  std::byte data[kCoalesceBytes];
+  size_t size;
+};
+
+// The header announcing a send's message: eager up to kEagerBytes, else rts.
+FrameHeader message_header(const Request& r, uint64_t id, uint64_t bytes) {
+  FrameHeader h;
+  h.kind = bytes <= kEagerBytes ? FrameKind::eager : FrameKind::rts;
+  h.tag = r.tag;
+  h.dtype = static_cast<uint8_t>(r.dtype);
+  h.id = id;
+  h.count = r.count;
+  h.bytes = bytes;
+  return h;
+}
 
 int64_t coarse_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(coarse_now().time_since_epoch())
@@ -92,7 +114,7 @@ WorkPtr Engine::post(std::span<Request> requests, Deadline deadline, std::string
     // In request order: sends to one peer are framed in the order they were requested.
     for (const OpPtr& op : batch->ops)
       if (op->request.is_send) s.start_send(op); else s.start_recv(op);
-    s.progress(true);  // no liveness look here: the loops that wait do that
+    s.progress(true);  // looks for gone peers and deadlines at most once per millisecond
   }
   s.complete_finished(lock);
   lock.unlock();
@@ -257,10 +279,8 @@ void Engine::State::write_out(int peer) {
     const size_t total = header + (carries_payload(f.header.kind) ? f.header.bytes : 0);
     if (f.written == 0 && total > header && total <= kCoalesceBytes) {
       // A small frame in one write: one publication to the peer, not two.
-      std::byte joined[kCoalesceBytes];
-      std::memcpy(joined, &f.header, header);
-      std::memcpy(joined + header, f.payload, total - header);
-      f.written = channel->write(peer, joined, total, Deadline(f.connect_by));
+      const JoinedFrame joined(f.header, f.payload, total - header);
+      f.written = channel->write(peer, joined.data, joined.size, Deadline(f.connect_by));
       if (f.written == 0) return;
     }
     while (f.written < total) {
@@ -290,18 +310,12 @@ void Engine::State::start_send(const OpPtr& op) {
     return;
   }
   OutFrame f;
-  f.header.tag = r.tag;
-  f.header.dtype = static_cast<uint8_t>(r.dtype);
-  f.header.id = op->id;
-  f.header.count = r.count;
-  f.header.bytes = op->bytes;
+  f.header = message_header(r, op->id, op->bytes);
   f.connect_by = op->batch->deadline.at();
-  if (op->bytes <= kEagerBytes) {
-    f.header.kind = FrameKind::eager;
+  if (f.header.kind == FrameKind::eager) {
     f.payload = static_cast<const std::byte*>(r.input);
     f.completes = op;
   } else {
-    f.header.kind = FrameKind::rts;
     op->stage = PendingOp::Stage::awaiting_cts;
     p.awaiting_cts[op->id] = op;
   }
@@ -318,18 +332,9 @@ bool Engine::State::send_now(const Request& r, Deadline deadline) {
   std::unique_lock<std::mutex> lock(mu);
   Peer& p = peers[r.peer];
   if (closed || !p.out.empty() || !p.gone.empty() || p.poisoned) return false;
-  FrameHeader h;
-  h.kind = FrameKind::eager;
-  h.tag = r.tag;
-  h.dtype = static_cast<uint8_t>(r.dtype);
-  h.id = p.next_id;
-  h.count = r.count;
-  h.bytes = bytes;
-  std::byte joined[kCoalesceBytes];
-  std::memcpy(joined, &h, sizeof h);
-  if (bytes > 0) std::memcpy(joined + sizeof h, r.input, bytes);
+  const JoinedFrame joined(message_header(r, p.next_id, bytes), r.input, bytes);
   try {
-    if (!channel->write_whole(r.peer, joined, total, deadline)) return false;
+    if (!channel->write_whole(r.peer, joined.data, joined.size, deadline)) return false;
   } catch (const Error&) {
     return false;  // the general path meets the same error and reports it in its Work
   }

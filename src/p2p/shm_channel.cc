@@ -191,12 +191,7 @@ size_t ShmChannel::write(int peer, const std::byte* data, size_t bytes, Deadline
     map_ring(peer, *m);
   }
   Out& o = out_[static_cast<size_t>(peer)];
-  uint64_t room = m->capacity - (o.head - o.tail_seen);
-  if (room < bytes) {
-    o.tail_seen = m->ring->tail.load(std::memory_order_acquire);
-    room = m->capacity - (o.head - o.tail_seen);
-  }
-  const size_t n = static_cast<size_t>(std::min<uint64_t>(room, bytes));
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(room(*m, o, bytes), bytes));
   if (n == 0) return 0;
   copy_in(m->data, m->capacity, o.head, data, n);
   o.head += n;
@@ -206,13 +201,19 @@ size_t ShmChannel::write(int peer, const std::byte* data, size_t bytes, Deadline
   return n;
 }
 
+uint64_t ShmChannel::room(const Mapped& m, Out& o, size_t want) const {
+  uint64_t free = m.capacity - (o.head - o.tail_seen);
+  if (free < want) {  // the cached tail is stale: read the reader's
+    o.tail_seen = m.ring->tail.load(std::memory_order_acquire);
+    free = m.capacity - (o.head - o.tail_seen);
+  }
+  return free;
+}
+
 bool ShmChannel::write_whole(int peer, const std::byte* data, size_t bytes, Deadline deadline) {
   Mapped* m = mapped(peer);
   if (m && m->data) {
-    const Out& o = out_[static_cast<size_t>(peer)];
-    if (m->capacity - (o.head - o.tail_seen) < bytes &&
-        m->capacity - (o.head - m->ring->tail.load(std::memory_order_acquire)) < bytes)
-      return false;
+    if (room(*m, out_[static_cast<size_t>(peer)], bytes) < bytes) return false;
   } else if (bytes > inbox::page_size()) {
     return false;  // a first write goes into an empty ring of at least a page
   }
@@ -232,9 +233,9 @@ size_t ShmChannel::read(int peer, std::byte* data, size_t bytes) {
   }
   const size_t n = static_cast<size_t>(std::min<uint64_t>(avail, bytes));
   if (n == 0) return 0;
-  if (!i.populated) [[unlikely]] {
+  if (!i.touched) [[unlikely]] {
     inbox::touch_pages(my_data(peer), capacity_, false);
-    i.populated = true;
+    i.touched = true;
   }
   copy_out(my_data(peer), capacity_, i.tail, data, n);
   i.tail += n;

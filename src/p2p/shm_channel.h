@@ -102,7 +102,7 @@ class ShmChannel : public Channel {
   struct In {  // from a peer: touched only by read()
     uint64_t tail = 0;
     uint64_t head_seen = 0;
-    bool populated = false;  // the ring's pages touched (inbox::touch_pages), on its first bytes
+    bool touched = false;  // the ring's pages touched (inbox::touch_pages), on its first bytes
   };
 
   inbox::RingControl& my_ring(int sender) const;
@@ -115,6 +115,9 @@ class ShmChannel : public Channel {
     return peers_[static_cast<size_t>(peer)].load(std::memory_order_acquire);
   }
   void map_ring(int peer, Mapped& m);
+  // Free bytes in the ring toward a mapped peer, re-reading its tail when the cached one shows
+  // less than `want`.
+  uint64_t room(const Mapped& m, Out& o, size_t want) const;
   bool ready(std::span<const int> want_room) const;
   bool died(Mapped& m) const;
   std::string state_of(int peer);  // broken(), leaving out whether read() has more

@@ -56,16 +56,15 @@ void ClientConnection::handshake(Deadline deadline, const std::string& secret) {
         "runs a different lockstep version. Check MASTER_ADDR/MASTER_PORT and that every "
         "process uses the same lockstep build."));
   }
-  check_server_hello(secret, mine);
-  auth::Nonce theirs;
-  std::memcpy(theirs.data(), in_.data() + sp::kHandshakeBytes + 4, theirs.size());
+  const auth::Nonce theirs = check_server_hello(secret, mine);
   auth::Proof proof{};
   if (!secret.empty()) proof = auth::prove(secret, auth::Role::client, theirs, mine);
   send_all("handshake", reinterpret_cast<const char*>(proof.data()), proof.size(), deadline);
   in_pos_ = sp::kServerHelloBytes;
 }
 
-void ClientConnection::check_server_hello(const std::string& secret, const auth::Nonce& mine) {
+auth::Nonce ClientConnection::check_server_hello(const std::string& secret,
+                                                 const auth::Nonce& mine) {
   namespace sp = store_proto;
   const std::string prefix = sp::handshake_bytes();
   if (in_.compare(0, prefix.size(), prefix) != 0)
@@ -84,10 +83,10 @@ void ClientConnection::check_server_hello(const std::string& secret, const auth:
         where_, " runs without a secret, but this process has one (LOCKSTEP_SECRET or "
         "LOCKSTEP_SECRET_FILE), so the server cannot prove it belongs to this job. Fix: give "
         "every node the same --secret-file, or unset the secret everywhere"));
+  auth::Nonce theirs;
+  std::memcpy(theirs.data(), in_.data() + prefix.size() + 4, theirs.size());
   if (server_has_secret) {
-    auth::Nonce theirs;
     auth::Proof proof;
-    std::memcpy(theirs.data(), in_.data() + prefix.size() + 4, theirs.size());
     std::memcpy(proof.data(), in_.data() + prefix.size() + 4 + theirs.size(), proof.size());
     if (!auth::check(secret, auth::Role::server, mine, theirs, proof))
       throw AuthError(detail::concat(
@@ -95,6 +94,7 @@ void ClientConnection::check_server_hello(const std::string& secret, const auth:
           where_.substr(where_.rfind(' ') + 1),
           ". Fix: start every node with the same --secret-file (or LOCKSTEP_SECRET)"));
   }
+  return theirs;
 }
 
 store_proto::Message ClientConnection::call(const char* op, const store_proto::Message& request,

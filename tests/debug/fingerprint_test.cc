@@ -209,21 +209,26 @@ void spawn_checked(int size, const std::string& backend_name,
   });
 }
 
+// `rounds` all_reduces of 3 ranks that agree: each rank adds rank + 1, so every element is 6.
+void run_agreeing_all_reduces(int rank, Backend& backend, uint64_t rounds) {
+  for (uint64_t seq = 0; seq < rounds; ++seq) {
+    std::vector<float> x(100, static_cast<float>(rank + 1));
+    Op op{.kind = OpKind::all_reduce,
+          .seq = seq,
+          .input = x.data(),
+          .output = x.data(),
+          .count = x.size(),
+          .deadline = Deadline::after(std::chrono::seconds(30))};
+    backend.run(op);
+    for (float v : x) ASSERT_EQ(v, 6.0f);
+  }
+}
+
 class FingerprintCheckBackends : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FingerprintCheckBackends, AgreeingCallsRunAndGiveTheClosedForm) {
   spawn_checked(3, GetParam(), [](int rank, Backend& backend) {
-    for (uint64_t seq = 0; seq < 5; ++seq) {
-      std::vector<float> x(100, static_cast<float>(rank + 1));
-      Op op{.kind = OpKind::all_reduce,
-            .seq = seq,
-            .input = x.data(),
-            .output = x.data(),
-            .count = x.size(),
-            .deadline = Deadline::after(std::chrono::seconds(30))};
-      backend.run(op);
-      for (float v : x) ASSERT_EQ(v, 6.0f);
-    }
+    run_agreeing_all_reduces(rank, backend, 5);
     // Uneven all_to_all_v: rank i sends sends[i][j] elements to rank j. Element e of rank i's
     // input is 100 i + e, so each received element names its sender and position.
     const std::vector<std::vector<size_t>> sends = {{0, 1, 2}, {1, 1, 2}, {2, 1, 2}};
@@ -312,19 +317,7 @@ TEST(FingerprintStoreRoute, BackendsThatMoveHostMemoryTakeTheBackendRoute) {
 TEST(FingerprintStoreRoute, AgreeingCallsRun) {
   spawn_checked(
       3, "tcp",
-      [](int rank, Backend& backend) {
-        for (uint64_t seq = 0; seq < 6; ++seq) {
-          std::vector<float> x(100, static_cast<float>(rank + 1));
-          Op op{.kind = OpKind::all_reduce,
-                .seq = seq,
-                .input = x.data(),
-                .output = x.data(),
-                .count = x.size(),
-                .deadline = Deadline::after(std::chrono::seconds(30))};
-          backend.run(op);
-          for (float v : x) ASSERT_EQ(v, 6.0f);
-        }
-      },
+      [](int rank, Backend& backend) { run_agreeing_all_reduces(rank, backend, 6); },
       FingerprintRoute::store);
 }
 
