@@ -15,15 +15,24 @@ namespace lockstep {
 namespace detail {
 
 struct WorkState {
-  explicit WorkState(std::string d) : description(std::move(d)) {}
-  const std::string description;
+  explicit WorkState(Description d) : made(std::move(d)) {}
+  const Description made;
+  // The text of `made`, built on the first call.
+  const std::string& description() {
+    std::call_once(described, [this] { text = made.text(); });
+    return text;
+  }
+  std::once_flag described;
+  std::string text;
   std::mutex mu;
   std::condition_variable done_cv;
   // Written under mu; also read without it (release/acquire) by a waiter's poll loop.
   std::atomic<bool> done{false};
   std::exception_ptr error;
   std::vector<std::function<void(std::exception_ptr)>> callbacks;
-  bool observed = false;       // someone saw the outcome: wait, exception() or a callback
+  // Someone saw the outcome: wait, exception() or a callback. Atomic: once done, wait() and the
+  // handle's destruction read and write it without the lock (the fast path of a finished op).
+  std::atomic<bool> observed{false};
   bool handle_alive = true;    // the caller's Work still exists
   int source_rank = -1;        // a recv from any source: the rank it received from
   std::weak_ptr<WaitPoller> poller;  // see work_access.h; may be empty
@@ -34,8 +43,8 @@ namespace {
 // [Errors once] An op's error reaches the caller through wait() (or exception(), or a callback),
 // and is not logged as well. Only an error nobody can see any more, of an op whose handle was
 // dropped unobserved, is logged, once.
-void log_unobserved(const WorkState& s) {
-  log_line(LogLevel::error, detail::concat(what_of(s.error), " (the error of ", s.description,
+void log_unobserved(WorkState& s) {
+  log_line(LogLevel::error, detail::concat(what_of(s.error), " (the error of ", s.description(),
                                            ", whose Work was dropped without wait())"));
 }
 
@@ -45,17 +54,17 @@ namespace {
 thread_local bool on_progress_thread = false;
 }  // namespace
 
-std::pair<WorkPtr, WorkCompletion> WorkAccess::make(std::string description,
+std::pair<WorkPtr, WorkCompletion> WorkAccess::make(Description description,
                                                     std::weak_ptr<WaitPoller> poller) {
   auto state = std::make_shared<WorkState>(std::move(description));
   state->poller = std::move(poller);
-  return {WorkPtr(new Work(state)), state};
+  return {std::make_shared<Work>(WorkKey{}, state), state};
 }
 
-WorkPtr WorkAccess::make_completed(std::string description) {
+WorkPtr WorkAccess::make_completed(Description description) {
   auto state = std::make_shared<WorkState>(std::move(description));
   state->done.store(true, std::memory_order_relaxed);
-  return WorkPtr(new Work(std::move(state)));
+  return std::make_shared<Work>(WorkKey{}, std::move(state));
 }
 
 void WorkAccess::complete(const WorkCompletion& s, std::exception_ptr error) {
@@ -72,7 +81,7 @@ void WorkAccess::complete(const WorkCompletion& s, std::exception_ptr error) {
   for (auto& fn : callbacks) fn(s->error);
 }
 
-const std::string& WorkAccess::description(const WorkCompletion& s) { return s->description; }
+const std::string& WorkAccess::description(const WorkCompletion& s) { return s->description(); }
 
 void WorkAccess::mark_progress_thread() { on_progress_thread = true; }
 
@@ -83,9 +92,16 @@ void WorkAccess::set_source_rank(const WorkCompletion& s, int rank) {
 
 }  // namespace detail
 
-Work::Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
+Work::Work(detail::WorkKey, std::shared_ptr<detail::WorkState> state)
+    : state_(std::move(state)) {}
 
 Work::~Work() {
+  if (state_->done.load(std::memory_order_acquire)) {
+    // complete() has run (it set done under the lock, after its own look at handle_alive): no
+    // other thread reads handle_alive any more, and error is final.
+    if (state_->error && !state_->observed.load()) detail::log_unobserved(*state_);
+    return;
+  }
   std::unique_lock<std::mutex> lock(state_->mu);
   // On a progress thread the op may be one this thread has yet to run: complete() logs its error.
   if (!detail::on_progress_thread) {
@@ -98,7 +114,7 @@ Work::~Work() {
 
 bool Work::is_completed() const { return state_->done.load(std::memory_order_acquire); }
 
-const std::string& Work::description() const { return state_->description; }
+const std::string& Work::description() const { return state_->description(); }
 
 int Work::source_rank() const {
   std::lock_guard<std::mutex> lock(state_->mu);
@@ -111,12 +127,20 @@ void Work::wait(std::chrono::milliseconds timeout) {
       poller->poll_while(
           [s = state_.get()] { return s->done.load(std::memory_order_acquire); });
   }
+  if (state_->done.load(std::memory_order_acquire)) {  // error was set before done: final
+    // Relaxed: only this handle's own destruction reads it now, on this thread or after a
+    // hand-off that orders it. (A seq_cst store here would stall on the stores of a send just
+    // made, until the peer's core took their cache lines.)
+    state_->observed.store(true, std::memory_order_relaxed);
+    if (state_->error) std::rethrow_exception(state_->error);
+    return;
+  }
   std::unique_lock<std::mutex> lock(state_->mu);
   if (timeout.count() < 0) {
     // The progress thread completes every op by its deadline, so this wait is bounded too.
     state_->done_cv.wait(lock, [&] { return state_->done.load(); });
   } else if (!state_->done_cv.wait_for(lock, timeout, [&] { return state_->done.load(); })) {
-    throw TimeoutError(detail::concat(state_->description, ": not finished after ",
+    throw TimeoutError(detail::concat(state_->description(), ": not finished after ",
                                       timeout.count(),
                                       " ms of Work::wait (the op itself continues until its own "
                                       "deadline)"));

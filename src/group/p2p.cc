@@ -5,6 +5,7 @@
 #include <span>
 
 #include "comm/validate.h"
+#include "core/coarse_clock.h"
 #include "core/log.h"
 #include "group/p2p_channels.h"
 #include "group/process_group_impl.h"
@@ -35,8 +36,9 @@ void ProcessGroup::Impl::close_p2p(const std::string& failure) {
   p2p.reset();
 }
 
+// On the cheap clock (every send and recv takes one): never early, at most kCoarseClockLag late.
 Deadline ProcessGroup::Impl::p2p_deadline(std::chrono::milliseconds timeout) const {
-  return Deadline::after(timeout.count() < 0 ? config.timeout : timeout);
+  return Deadline(coarse_now() + kCoarseClockLag + (timeout.count() < 0 ? config.timeout : timeout));
 }
 
 ConstBufferView ProcessGroup::Impl::check_p2p(const P2POp& op, bool any_source) const {
@@ -81,8 +83,8 @@ WorkPtr ProcessGroup::send(ConstBufferView input, int dst, const P2POptions& o) 
                           o.timeout);
   }
   p2p::Request r = impl_->p2p_request(P2POp::send(input, dst, o.tag), false);
-  std::string d = p2p::describe(r);
-  return impl_->p2p->post(std::span(&r, 1), impl_->p2p_deadline(o.timeout), std::move(d));
+  return impl_->p2p->post(std::span(&r, 1), impl_->p2p_deadline(o.timeout),
+                          detail::Description::later<&p2p::describe>(r));
 }
 
 WorkPtr ProcessGroup::recv(BufferView output, int src, const P2POptions& o) {
@@ -93,8 +95,8 @@ WorkPtr ProcessGroup::recv(BufferView output, int src, const P2POptions& o) {
                           o.timeout);
   }
   p2p::Request r = impl_->p2p_request(P2POp::recv(output, src, o.tag), false);
-  std::string d = p2p::describe(r);
-  return impl_->p2p->post(std::span(&r, 1), impl_->p2p_deadline(o.timeout), std::move(d));
+  return impl_->p2p->post(std::span(&r, 1), impl_->p2p_deadline(o.timeout),
+                          detail::Description::later<&p2p::describe>(r));
 }
 
 WorkPtr ProcessGroup::isend(ConstBufferView input, int dst, const P2POptions& o) {
@@ -111,8 +113,8 @@ WorkPtr ProcessGroup::recv_any(BufferView output, const P2POptions& o) {
   LOCKSTEP_ENFORCE(impl_->p2p != nullptr, InvalidArgument, "recv_any: backend ", backend_name(),
                    " cannot receive from any source; use recv with a source rank");
   p2p::Request r = impl_->p2p_request(P2POp::recv(output, 0, o.tag), true);
-  std::string d = p2p::describe(r);
-  return impl_->p2p->post(std::span(&r, 1), impl_->p2p_deadline(o.timeout), std::move(d));
+  return impl_->p2p->post(std::span(&r, 1), impl_->p2p_deadline(o.timeout),
+                          detail::Description::later<&p2p::describe>(r));
 }
 
 namespace {

@@ -39,6 +39,11 @@ class Channel {
   // Takes up to `bytes` bytes of the stream from `peer` into `data`; returns how many (0: nothing
   // now). Never blocks. Bytes a peer wrote before its stream broke are still returned first.
   virtual size_t read(int peer, std::byte* data, size_t bytes) = 0;
+  // Whether some peer may have written bytes that read() has not taken yet: false only when
+  // surely none has. Lock-free and safe from any thread: a waiter's poll loop asks it between
+  // progress rounds without the engine's lock, and takes the lock only when it says true.
+  // Default: true (always look).
+  virtual bool maybe_unread() const { return true; }
   // Why the streams with `peer` are unusable, "" while they are fine: "rank 1 (pid 4711 on
   // node-b) died", "rank 1 closed its end of the stream". Only once read() has nothing more.
   virtual std::string broken(int peer) = 0;

@@ -20,6 +20,9 @@ constexpr std::chrono::milliseconds kMaxSleep{100};
 constexpr std::chrono::microseconds kPollBudget{200};
 // Frames up to this size (header and payload) are written with one Channel::write.
 constexpr size_t kCoalesceBytes = 512;
+// A waiter's poll loop runs a progress round at least every this many rounds, even when the
+// channel has nothing unread.
+constexpr unsigned kIdleRounds = 32;
 // After a waiter polled, the engine thread naps rather than sleeping in the channel for this long:
 // a program that waits for message after message (a ping-pong, a pipeline) keeps its peers from
 // waking this thread, which would race the next waiter for the lock. Read on the cheap clock
@@ -81,7 +84,8 @@ Engine::~Engine() {
 
 const char* Engine::channel_kind() const { return state_->channel->kind(); }
 
-WorkPtr Engine::post(std::span<Request> requests, Deadline deadline, std::string description) {
+WorkPtr Engine::post(std::span<Request> requests, Deadline deadline,
+                     detail::Description description) {
   if (requests.size() == 1 && requests[0].is_send && state_->send_now(requests[0], deadline))
     return detail::WorkAccess::make_completed(std::move(description));
   auto [work, completion] = detail::WorkAccess::make(
@@ -112,9 +116,14 @@ WorkPtr Engine::post(std::span<Request> requests, Deadline deadline, std::string
   } else {
     s.batches.push_back(batch);
     // In request order: sends to one peer are framed in the order they were requested.
-    for (const OpPtr& op : batch->ops)
+    bool sends = false;
+    for (const OpPtr& op : batch->ops) {
       if (op->request.is_send) s.start_send(op); else s.start_recv(op);
-    s.progress(true);  // looks for gone peers and deadlines at most once per millisecond
+      sends |= op->request.is_send;
+    }
+    // Sends go out now. Recvs need no round here: a message already read was matched above, and
+    // one still in the channel is read by the waiter's poll or the engine thread.
+    if (sends) s.progress(true);  // looks for gone peers and deadlines at most once per ms
   }
   s.complete_finished(lock);
   lock.unlock();
@@ -170,6 +179,11 @@ void Engine::State::poll_while(const std::function<bool()>& done) {
       break;
     }
     if (round % 64 == 63 && Clock::now() >= stop_at) break;  // the clock is slow on some VMs
+    // Nothing to read or write: keep off the lock (a round is then a few loads, so a message is
+    // seen as soon as it lands), but run a round now and then for deadlines and gone peers.
+    if (round % kIdleRounds != 0 && !busy.load(std::memory_order_relaxed) &&
+        !channel->maybe_unread())
+      continue;
     std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
     if (!lock.owns_lock()) continue;
     if (stop) break;
@@ -246,6 +260,9 @@ void Engine::State::progress(bool polling) {
     }
   }
   if (look) check_deadlines();
+  bool output = false;
+  for (int p = 0; p < size && !output; ++p) output = !peers[p].out.empty();
+  busy.store(unread || output, std::memory_order_relaxed);
 }
 
 std::vector<int> Engine::State::peers_with_output() const {
@@ -351,7 +368,7 @@ void Engine::State::op_done(const OpPtr& op, std::exception_ptr error) {
     detail::WorkAccess::set_source_rank(b.work, op->source);
   if (--b.remaining == 0) {
     finished.push_back(op->batch);
-    batches.remove(op->batch);
+    std::erase(batches, op->batch);
   }
 }
 
@@ -365,6 +382,10 @@ void Engine::State::complete_finished(std::unique_lock<std::mutex>& lock) {
     // A batch and its ops point at each other: break the cycle, or neither is ever freed. An op
     // still referenced elsewhere (a frame being written, a detached recv) keeps its batch alive.
     for (const auto& b : done) b->ops.clear();
+    if (finished.empty()) {  // keep the vector's memory: no allocation per message
+      done.clear();
+      finished.swap(done);
+    }
   }
 }
 

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "comm/group_config.h"
+#include "comm/work_access.h"
 #include "lockstep/comm/work.h"
 #include "lockstep/core/deadline.h"
 #include "lockstep/core/dtype.h"
@@ -76,7 +77,7 @@ class Engine {
 
   // Starts every request at once; the Work completes when all have, with the first error. A post
   // of a single recv from any source reports its source through Work::source_rank().
-  WorkPtr post(std::span<Request> requests, Deadline deadline, std::string description);
+  WorkPtr post(std::span<Request> requests, Deadline deadline, detail::Description description);
 
   // Leaves: ops still pending fail with `why_here`; peers get a bye saying `why_for_peers`; what
   // is already written reaches them (lingering at most until `linger`). Idempotent.

@@ -86,7 +86,7 @@ Clock::time_point Engine::State::next_wakeup() const {
 // Takes op out of every place that could still complete it.
 void Engine::State::detach(const OpPtr& op) {
   const Request& r = op->request;
-  posted_recvs.remove(op);
+  std::erase(posted_recvs, op);
   for (auto& u : unexpected)
     if (u->claimed == op) u->claimed.reset();
   for (int q = 0; q < size; ++q) {
@@ -121,10 +121,16 @@ void Engine::State::check_deadlines() {
   const auto now = Clock::now();
   while (!recently_timed_out.empty() && now - recently_timed_out.front().at > kRememberTimedOut)
     recently_timed_out.pop_front();
-  // Runs every progress round: no copy of the list. op_done may remove the batch being looked at
-  // (only that one), so the iterator moves on first.
-  for (auto it = batches.begin(); it != batches.end();) {
-    const std::shared_ptr<Batch> b = *it++;
+  // Runs every progress round: no copy of the vector. op_done may remove the batch being looked
+  // at (only that one): the index moves on only while it is still there.
+  for (size_t i = 0; i < batches.size();) {
+    const std::shared_ptr<Batch> b = batches[i];
+    struct Advance {
+      size_t& i;
+      const std::vector<std::shared_ptr<Batch>>& all;
+      const Batch* b;
+      ~Advance() { if (i < all.size() && all[i].get() == b) ++i; }
+    } advance{i, batches, b.get()};
     if (!b->diagnosing && now >= b->deadline.at()) {
       b->diagnosing = true;
       b->give_up = now + kReplyGrace;

@@ -118,7 +118,7 @@ bool Engine::State::read_in(int peer) {
       if (n == 0) return false;
       p.in_header_got += n;
       if (p.in_header_got < sizeof(FrameHeader)) continue;
-      check_frame(p.in, rank_text(peer));
+      check_frame(p.in, peer);
       on_header(peer);
       continue;
     }
@@ -291,7 +291,7 @@ void Engine::State::fail_ops_with(int peer, ErrorClass error_class, const std::s
   for (OutFrame& f : p.out)
     if (f.completes) fail(f.completes);
   p.out.clear();
-  posted_recvs.remove_if([](const OpPtr& op) { return op->done; });
+  std::erase_if(posted_recvs, [](const OpPtr& op) { return op->done; });
   bool anyone_left = false;
   for (int q = 0; q < size; ++q) anyone_left |= q != rank && peers[q].gone.empty();
   if (!anyone_left) {

@@ -101,9 +101,10 @@ struct Engine::State : detail::WaitPoller {
 
   std::mutex mu;
   std::vector<Peer> peers;
-  std::list<OpPtr> posted_recvs;          // unmatched, in post order
-  std::list<UnexpectedPtr> unexpected;    // unmatched, in arrival order
-  std::list<std::shared_ptr<Batch>> batches;  // not yet completed
+  // Vectors, not lists: a message allocates nothing here (the few entries are scanned).
+  std::vector<OpPtr> posted_recvs;            // unmatched, in post order
+  std::list<UnexpectedPtr> unexpected;        // unmatched, in arrival order
+  std::vector<std::shared_ptr<Batch>> batches;  // not yet completed
   struct TimedOut {
     int peer;
     std::string line;  // as answer_query writes it
@@ -132,6 +133,9 @@ struct Engine::State : detail::WaitPoller {
   // loop (looks for gone peers and passed deadlines at most once per millisecond).
   void progress(bool polling = false);
   bool unread = false;
+  // Whether a waiter's poll loop must take the lock even when the channel has nothing unread:
+  // frames wait to go out, or a peer had more to read. Written at the end of each progress().
+  std::atomic<bool> busy{false};
   Clock::time_point next_look{};  // coarse_now() time of a polling progress()'s next look
   void write_out(int peer);
   void queue(int peer, OutFrame frame);

@@ -24,19 +24,19 @@ const char* frame_kind_name(FrameKind kind) {
   return "unknown";
 }
 
-void check_frame(const FrameHeader& h, const std::string& peer) {
+void check_frame(const FrameHeader& h, int peer) {
   const auto kind = static_cast<uint8_t>(h.kind);
   const bool known = kind >= static_cast<uint8_t>(FrameKind::eager) &&
                      kind <= static_cast<uint8_t>(FrameKind::bye);
-  LOCKSTEP_ENFORCE(h.magic == FrameHeader::kMagic && known, NetworkError, peer,
+  LOCKSTEP_ENFORCE(h.magic == FrameHeader::kMagic && known, NetworkError, "rank ", peer,
                    " sent bytes that are not a lockstep p2p frame (magic ", h.magic, ", kind ",
                    int(kind), "): the stream is corrupt. Restart the job");
   const bool text = h.kind == FrameKind::nack || h.kind == FrameKind::cancel ||
                     h.kind == FrameKind::reply || h.kind == FrameKind::bye;
-  LOCKSTEP_ENFORCE(!text || h.bytes <= kMaxTextBytes, NetworkError, peer, " sent a ",
+  LOCKSTEP_ENFORCE(!text || h.bytes <= kMaxTextBytes, NetworkError, "rank ", peer, " sent a ",
                    frame_kind_name(h.kind), " frame of ", h.bytes,
                    " bytes of text: the stream is corrupt. Restart the job");
-  LOCKSTEP_ENFORCE(h.dtype <= static_cast<uint8_t>(DType::boolean), NetworkError, peer,
+  LOCKSTEP_ENFORCE(h.dtype <= static_cast<uint8_t>(DType::boolean), NetworkError, "rank ", peer,
                    " sent a frame with an unknown dtype (", int(h.dtype),
                    "): the stream is corrupt. Restart the job");
 }

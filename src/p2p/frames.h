@@ -45,7 +45,7 @@ static_assert(sizeof(FrameHeader) == 40, "the frame header has a fixed size");
 bool carries_payload(FrameKind kind);
 // Throws NetworkError when h is not a frame a lockstep engine writes (corrupt stream), naming
 // `peer` ("rank 1").
-void check_frame(const FrameHeader& h, const std::string& peer);
+void check_frame(const FrameHeader& h, int peer);
 // "eager", "rts", ...
 const char* frame_kind_name(FrameKind kind);
 

@@ -255,6 +255,16 @@ size_t ShmChannel::read(int peer, std::byte* data, size_t bytes) {
   return n;
 }
 
+bool ShmChannel::maybe_unread() const {
+  for (int s = 0; s < n_; ++s) {
+    if (s == me_) continue;
+    const inbox::RingControl& r = my_ring(s);
+    if (r.head.load(std::memory_order_acquire) != r.tail.load(std::memory_order_relaxed))
+      return true;
+  }
+  return false;
+}
+
 bool ShmChannel::died(Mapped& m) const {
   if (!m.watch || m.dead) return m.dead;
   // A system call per look: at most one every 5 ms, as broken() may be called every round.
@@ -304,13 +314,7 @@ std::string ShmChannel::state_of(int peer) {
 }
 
 bool ShmChannel::ready(std::span<const int> want_room) const {
-  if (wake_pending_.load(std::memory_order_relaxed)) return true;
-  for (int s = 0; s < n_; ++s) {
-    if (s == me_) continue;
-    const inbox::RingControl& r = my_ring(s);
-    if (r.head.load(std::memory_order_acquire) != r.tail.load(std::memory_order_relaxed))
-      return true;
-  }
+  if (wake_pending_.load(std::memory_order_relaxed) || maybe_unread()) return true;
   for (int p : want_room) {
     const Mapped* m = p >= 0 && p < n_ && p != me_ ? mapped(p) : nullptr;
     if (!m) return true;  // nothing written to it yet: room

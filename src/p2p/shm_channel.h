@@ -69,6 +69,7 @@ class ShmChannel : public Channel {
   size_t write(int peer, const std::byte* data, size_t bytes, Deadline deadline) override;
   bool write_whole(int peer, const std::byte* data, size_t bytes, Deadline deadline) override;
   size_t read(int peer, std::byte* data, size_t bytes) override;
+  bool maybe_unread() const override;
   std::string broken(int peer) override;
   void sleep(Clock::time_point until, std::span<const int> want_room) override;
   void wake() override;

@@ -23,10 +23,17 @@ namespace lockstep {
 namespace detail {
 struct WorkState;   // shared by the handle and the thread that runs the op (src/comm/work.cc)
 struct WorkAccess;  // the completion side, for the group's progress thread (src/comm/work_access.h)
+// Only WorkAccess makes one: a Work is made by the library, never by its users.
+class WorkKey {
+  friend struct WorkAccess;
+  WorkKey() = default;
+};
 }  // namespace detail
 
 class Work {
  public:
+  // For std::make_shared (one allocation for the handle): the key is the library's alone.
+  Work(detail::WorkKey, std::shared_ptr<detail::WorkState> state);
   static constexpr std::chrono::milliseconds kOpTimeout{-1};
 
   // [Dropped handles] Destroying the last handle of an op that is still in flight waits for the
@@ -60,7 +67,6 @@ class Work {
 
  private:
   friend struct detail::WorkAccess;
-  explicit Work(std::shared_ptr<detail::WorkState> state);
 
   std::shared_ptr<detail::WorkState> state_;
 };
