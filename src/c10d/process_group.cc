@@ -15,6 +15,7 @@
 #include "lockstep/core/settings.h"
 #include "lockstep/group/init.h"
 #include "lockstep/group/process_group.h"
+#include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
 #include "torch/tensor_views.h"
 
@@ -263,7 +264,8 @@ ProcessGroupLockstep::ProcessGroupLockstep(const c10::intrusive_ptr<::c10d::Stor
                      .store = std::make_shared<C10dStore>(store, timeout),
                      .timeout = timeout,
                      .advertise_address = advertise_address(),
-                     .hostname = net::hostname()};
+                     .hostname = net::hostname(),
+                     .secret = job_secret_from_environment()};
   for (int64_t r : global_ranks) config.global_ranks.push_back(static_cast<int>(r));
   try {
     // Under `lockstep run`, blame keys go where the launcher reads them.

@@ -23,6 +23,7 @@
 #include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
 #include "store/client_connection.h"
+#include "store/refusals.h"
 
 namespace lockstep::cli::doctor {
 namespace {
@@ -136,6 +137,27 @@ bool answers_as_store(const std::string& host, int port, milliseconds timeout) {
   }
 }
 
+// Connections the job refused for not proving its secret (src/store/refusals.h): the INFO line
+// naming each address is in the refusing rank's log; the store keeps the count and the last one.
+void check_refusals(const std::string& host, int port, milliseconds timeout, Report& report) {
+  Refusals refused;
+  try {
+    TcpStore store({.host = host, .port = static_cast<uint16_t>(port), .timeout = timeout});
+    refused = read_refusals(store);
+  } catch (const Error&) {
+    return;  // a store of another job, or one that left: nothing to say about refusals
+  }
+  if (refused.count == 0) {
+    report.ok("refusals", "no connection to this job was refused for its secret");
+    return;
+  }
+  report.problem("refusals",
+                 concat(refused.count, " connection(s) to this job were refused for not proving "
+                        "its secret; the last: ", refused.last),
+                 "if no rank of yours was started with another secret, someone else reaches this "
+                 "job's ports: the refusing ranks' INFO log lines name each address");
+}
+
 // Whether the job authenticates its store (docs/security.md).
 void check_secret(Report& report) {
   std::string secret;
@@ -240,9 +262,10 @@ void check_store_client(const Job& job, const Resolution& master, milliseconds t
   for (const sockaddr_storage& a : master.addresses)
     if ((error = try_connect(with_port(a, rv.master_port), timeout)) == 0) break;
   if (error == 0) {
-    if (answers_as_store(rv.master_addr, rv.master_port, timeout))
+    if (answers_as_store(rv.master_addr, rv.master_port, timeout)) {
       report.ok("master", concat("a lockstep store answers at ", where));
-    else
+      check_refusals(rv.master_addr, rv.master_port, timeout, report);
+    } else
       report.problem("master",
                      concat("something listens at ", where, " but it is not a lockstep store"),
                      "check MASTER_PORT (another program uses it), and that every process runs "

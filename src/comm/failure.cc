@@ -11,6 +11,7 @@ ErrorClass error_class_of(const std::exception& e) {
   if (dynamic_cast<const StoreError*>(&e)) return ErrorClass::store;
   if (dynamic_cast<const InvalidArgument*>(&e)) return ErrorClass::invalid_argument;
   if (dynamic_cast<const ConfigError*>(&e)) return ErrorClass::config;
+  if (dynamic_cast<const AuthError*>(&e)) return ErrorClass::auth;
   return ErrorClass::other;
 }
 
@@ -38,6 +39,8 @@ void throw_as(ErrorClass error_class, const std::string& message) {
       throw InvalidArgument(message);
     case ErrorClass::config:
       throw ConfigError(message);
+    case ErrorClass::auth:
+      throw AuthError(message);
     case ErrorClass::other:
       break;
   }

@@ -30,6 +30,7 @@ enum class ErrorClass : uint8_t {
   store = 4,             // StoreError
   invalid_argument = 5,  // InvalidArgument
   config = 6,            // ConfigError
+  auth = 7,              // AuthError
 };
 
 // The class of a lockstep exception (other for anything else).

@@ -52,6 +52,7 @@ Settings parse_settings(const char* (*getenv_fn)(const char*)) {
   if (const char* v = getenv_fn("LOCKSTEP_DEBUG_EVERY"))
     s.debug_every = parse_positive("LOCKSTEP_DEBUG_EVERY", v);
   if (const char* v = getenv_fn("LOCKSTEP_SOCKET_ADDR")) s.socket_addr = v;
+  if (const char* v = getenv_fn("LOCKSTEP_BIND_ADDR")) s.bind_addr = v;
   if (const char* v = getenv_fn("LOCKSTEP_TRACE_DIR"); v && *v) s.trace_dir = v;
   if (const char* v = getenv_fn("LOCKSTEP_FLIGHT_RECORDER_SIZE"))
     s.flight_recorder_size =

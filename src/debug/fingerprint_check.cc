@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "core/fnv1a.h"
 #include "debug/fingerprint.h"
 #include "debug/issue_order.h"
 #include "lockstep/core/error.h"
@@ -19,15 +20,6 @@ struct Digest {
   uint64_t bytes = 0;
   bool operator==(const Digest&) const = default;
 };
-
-uint64_t fnv1a64(std::string_view bytes) {
-  uint64_t h = 14695981039346656037ull;
-  for (char c : bytes) {
-    h ^= static_cast<uint8_t>(c);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 // A backend whose collectives are fingerprint-checked first; everything else is passed through.
 class FingerprintedBackend final : public Backend {
@@ -134,7 +126,7 @@ void FingerprintCheck::check(const Op& op) {
   if (!is_fingerprinted(op.kind) || size_ < 2) return;
   const size_t n = static_cast<size_t>(size_);
   std::string mine = record_of(op);
-  Digest digest{.hash = fnv1a64(mine), .bytes = mine.size()};
+  Digest digest{.hash = fnv1a(mine), .bytes = mine.size()};
   std::vector<Digest> digests(n);
   exchange(op, 1, &digest, sizeof digest, digests.data());
   const bool pairwise = op.kind == OpKind::all_to_all && op.variable;

@@ -51,6 +51,7 @@ std::vector<std::string> child_environment(const RankPlacement& placement,
     ours.emplace_back("TORCHELASTIC_ERROR_FILE", placement.error_file);
   // Through the environment only: a command line shows in ps and /proc/<pid>/cmdline to anyone.
   if (!job.secret.empty()) ours.emplace_back("LOCKSTEP_SECRET", job.secret);
+  if (!job.bind_addr.empty()) ours.emplace_back("LOCKSTEP_BIND_ADDR", job.bind_addr);
   if (job.omp_num_threads)
     ours.emplace_back("OMP_NUM_THREADS", std::to_string(*job.omp_num_threads));
   std::set<std::string> replaced;

@@ -47,6 +47,7 @@ struct JobEnvironment {
   std::string run_id;
   std::optional<int> omp_num_threads;  // OMP_NUM_THREADS, when the launcher sets it
   std::string secret;                  // LOCKSTEP_SECRET, when the job has one
+  std::string bind_addr;               // LOCKSTEP_BIND_ADDR, when --bind-addr is given
 };
 
 // Returns "NAME=value" strings: `base` (e.g. environ) with the launcher's variables replaced.

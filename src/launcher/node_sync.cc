@@ -9,6 +9,7 @@
 #include "launcher/rank_output.h"
 #include "launcher/signals.h"
 #include "lockstep/store/tcp_store.h"
+#include "net/bind.h"
 #include "net/socket.h"
 
 namespace lockstep::launcher {
@@ -90,9 +91,9 @@ NodeSync::NodeSync(const LaunchOptions& options, SignalCatcher& signals)
     : options_(options), signals_(signals), run_id_(options.run_id), host_(net::hostname()) {
   if (run_id_.empty()) run_id_ = make_run_id();
   if (options.node_rank == 0) {
-    std::string bind = is_loopback(options.master_addr)                     ? "127.0.0.1"
-                       : options.master_addr.find(':') != std::string::npos ? "::"
-                                                                            : "0.0.0.0";
+    const std::string bind =
+        net::bind_address_for(is_loopback(options.master_addr) ? "127.0.0.1" : options.master_addr,
+                              "lockstep run's store", options.bind_addr);
     server_ = std::make_unique<TcpStoreServer>(
         TcpStoreServerOptions{.bind_host = bind,
                               .port = static_cast<uint16_t>(options.master_port),

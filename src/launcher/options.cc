@@ -130,6 +130,10 @@ constexpr OptionSpec kOptions[] = {
      "every node; default: LOCKSTEP_SECRET or LOCKSTEP_SECRET_FILE, else a random one for a "
      "one-node job)",
      [](LaunchOptions& o, std::string_view v) { o.secret_file = std::string(v); }},
+    {"bind-addr", "ADDR",
+     "the address the launcher's store and every rank's listeners bind (default: the address "
+     "each advertises, when this host has it: loopback for --standalone; else every interface)",
+     [](LaunchOptions& o, std::string_view v) { o.bind_addr = std::string(v); }},
     {"run-id", "ID", "job id given to every rank as LOCKSTEP_RUN_ID (default: node 0 picks one)",
      [](LaunchOptions& o, std::string_view v) { o.run_id = std::string(v); }},
     {"log-dir", "DIR", "write each rank's output to DIR/attempt_N/rank_R.log, per attempt",

@@ -67,6 +67,10 @@ struct LaunchOptions {
   // LOCKSTEP_SECRET_FILE, else a random one for a one-node job; "" for a job of several nodes
   // without one). Given to the ranks as LOCKSTEP_SECRET; never printed.
   std::string secret;
+  // --bind-addr: the address the launcher's store and every rank's listeners bind (given to the
+  // ranks as LOCKSTEP_BIND_ADDR). Empty: each binds the address it advertises when this host has
+  // it (loopback for --standalone and 127.0.0.1), else every interface.
+  std::string bind_addr;
   std::string log_dir;                              // DIR/attempt_N/rank_R.log; empty: no files
   StreamSelection tee;                              // streams copied to the log files too
   StreamSelection redirects;                        // streams sent to the log files only

@@ -10,8 +10,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "core/log.h"
+#include "core/fnv1a.h"
+#include "net/bind.h"
+#include "store/refusals.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::p2p {
@@ -19,7 +23,7 @@ namespace lockstep::p2p {
 namespace {
 
 constexpr uint32_t kMagic = 0x4C4B5032;  // "LKP2"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: flags, a proof and a verdict (src/net/peer_auth.h)
 // How long a newcomer may take to send its hello before it is dropped.
 constexpr milliseconds kHelloGrace{5000};
 // How long a published peer may refuse connections before it counts as gone.
@@ -28,12 +32,6 @@ constexpr milliseconds kRefusedGrace{2000};
 constexpr int kAcceptsPerRound = 64;
 static_assert(sizeof(SocketChannel::Hello) == 96, "Hello is a wire format");
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 // The address peers connect to: the advertise address, else this host's name (as the tcp mesh).
 std::string advertised_host(const GroupConfig& config) {
   std::string host = config.advertise_address.empty() ? net::hostname() : config.advertise_address;
@@ -41,15 +39,9 @@ std::string advertised_host(const GroupConfig& config) {
 }
 
 net::Fd listen_for(const GroupConfig& config) {
-  if (!config.advertise_address.empty()) {
-    try {
-      return net::listen_tcp(config.advertise_address, 0);
-    } catch (const NetworkError& e) {
-      log_info("group '", config.name, "' p2p: cannot listen on the advertise address ",
-               config.advertise_address, " (", e.what(), "); listening on all interfaces");
-    }
-  }
-  return net::listen_tcp("", 0);
+  return net::listen_where_advertised(
+      config.advertise_address.empty() ? net::hostname() : config.advertise_address, 0,
+      detail::concat("group '", config.name, "' rank ", config.rank, " (p2p)"));
 }
 
 // Splits "host:port" / "[v6]:port"; NetworkError naming the rank when malformed.
@@ -83,7 +75,9 @@ SocketChannel::SocketChannel(const GroupConfig& config)
   listener_ = listen_for(config);
   net::set_nonblocking(listener_.get(), true);
   address_ = advertised_host(config) + ":" + std::to_string(net::local_port(listener_.get()));
-  config_.store->set(store_key(config_, "socket_addr", rank_), address_);
+  challenge_ = auth::make_nonce();
+  config_.store->set(store_key(config_, "socket_addr", rank_),
+                     address_ + "|" + auth::to_hex(challenge_));
 }
 
 SocketChannel::~SocketChannel() = default;
@@ -113,7 +107,14 @@ void SocketChannel::connect(int peer, Deadline deadline) {
   if (p.address.empty()) {
     std::string key = store_key(config_, "socket_addr", peer);
     try {
-      p.address = config_.store->get(key, std::max(deadline.remaining(), milliseconds(1)));
+      std::string record = config_.store->get(key, std::max(deadline.remaining(), milliseconds(1)));
+      const size_t bar = record.rfind('|');
+      LOCKSTEP_ENFORCE(bar != std::string::npos &&
+                           auth::from_hex(std::string_view(record).substr(bar + 1), p.challenge),
+                       NetworkError, prefix(), "rank ", peer, " published a malformed p2p address '",
+                       record, "' (another program using the same store keys, or another "
+                       "lockstep version?)");
+      p.address = record.substr(0, bar);
     } catch (const TimeoutError& e) {
       throw TimeoutError(detail::concat(
           prefix(), "rank ", peer, " never published its p2p address (store key '", key,
@@ -151,9 +152,17 @@ void SocketChannel::connect(int peer, Deadline deadline) {
     backoff = std::min(backoff * 2, milliseconds(100));
   }
   Hello h{.magic = kMagic, .version = kVersion, .group_hash = group_hash_, .size = size_,
-          .rank = rank_, .pid = static_cast<int32_t>(::getpid())};
+          .rank = rank_, .pid = static_cast<int32_t>(::getpid()),
+          .flags = config_.secret.empty() ? 0 : kHasSecret};
   std::strncpy(h.host, host_.c_str(), sizeof(h.host) - 1);
   net::write_full(fd.get(), &h, sizeof(h), deadline, describe(peer));
+  if (!config_.secret.empty()) {
+    p.sent = auth::make_connect_proof(config_.secret, p.challenge);
+    net::write_full(fd.get(), &p.sent, sizeof(p.sent), deadline, describe(peer));
+  }
+  // The reader's verdict comes when its engine thread next services its listener: checked as it
+  // arrives (check_verdict), so that no write ever blocks on the peer's engine.
+  p.verdict_by = Clock::now() + kHelloGrace;
   net::set_nonblocking(fd.get(), true);
   net::tune_tcp(fd.get(), 0);
   std::lock_guard lock(mu_);
@@ -161,10 +170,53 @@ void SocketChannel::connect(int peer, Deadline deadline) {
   p.out_pollable = true;
 }
 
+// Reads what has come of the reader's verdict on this rank's connection, without blocking; once
+// it is whole, checks it. A refusal, a reader that cannot prove the job's secret, or one that
+// says nothing within kHelloGrace: the stream fails (out_error, AuthError from write()). A
+// connection that ends first is a reader that died or left, reported as such.
+void SocketChannel::check_verdict(Peer& p, int peer) {
+  if (p.verdict_got == sizeof(auth::Verdict) || !p.out_error.empty() || !p.out.valid()) return;
+  std::string why;
+  for (;;) {
+    ssize_t n = ::recv(p.out.get(), reinterpret_cast<char*>(&p.verdict) + p.verdict_got,
+                       sizeof(auth::Verdict) - p.verdict_got, MSG_DONTWAIT);
+    if (n > 0) {
+      p.verdict_got += static_cast<size_t>(n);
+      if (p.verdict_got < sizeof(auth::Verdict)) continue;
+      try {
+        auth::check_verdict(config_.secret, p.challenge, p.sent, p.verdict, describe(peer));
+        return;
+      } catch (const AuthError& e) {
+        why = e.what();
+      }
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (Clock::now() < p.verdict_by) return;
+      why = detail::concat(describe(peer), " gave no verdict on this rank's connection within ",
+                           kHelloGrace.count(), " ms: it is not a rank of this job");
+    } else {
+      // The connection ended first: the reader died or left (broken() and the next send say
+      // which, as for any stream); nothing more will be read from it, and nothing goes through.
+      p.verdict_got = sizeof(auth::Verdict);
+      return;
+    }
+    break;
+  }
+  p.out_error = why;
+  p.out_auth_failed = true;
+  std::lock_guard lock(mu_);
+  p.out_pollable = false;
+}
+
 size_t SocketChannel::write(int peer, const std::byte* data, size_t bytes, Deadline deadline) {
   check_peer(peer);
   Peer& p = peers_[static_cast<size_t>(peer)];
-  if (!p.out_error.empty()) throw NetworkError(prefix() + p.out_error);
+  check_verdict(p, peer);
+  if (!p.out_error.empty()) {
+    if (p.out_auth_failed) throw AuthError(prefix() + p.out_error);
+    throw NetworkError(prefix() + p.out_error);
+  }
   LOCKSTEP_ENFORCE(!closed_, InvalidArgument, prefix(), "write to rank ", peer,
                    " after the channel was closed");
   if (!p.out.valid()) connect(peer, deadline);
@@ -232,6 +284,8 @@ std::string SocketChannel::broken(int peer) {
   check_peer(peer);
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (!p.why.empty()) return p.why;
+  check_verdict(p, peer);
+  if (p.out_auth_failed) return p.why = p.out_error;
   if (p.in_state == Inbound::reset) {
     p.why = detail::concat("the connection from ", describe(peer), " was reset (",
                            net::errno_text(p.in_errno), "; its process died?)");
@@ -269,12 +323,20 @@ std::string SocketChannel::hello_problem(const Hello& h) const {
 bool SocketChannel::advance(Pending& q) {
   std::string problem;
   for (;;) {
-    auto* at = reinterpret_cast<char*>(&q.hello) + q.got;
-    ssize_t n = ::recv(q.fd.get(), at, sizeof(Hello) - q.got, MSG_DONTWAIT);
+    const bool in_hello = q.got < sizeof(Hello);
+    const size_t want = in_hello ? sizeof(Hello) : sizeof(Hello) + sizeof(auth::ConnectProof);
+    auto* at = in_hello ? reinterpret_cast<char*>(&q.hello) + q.got
+                        : reinterpret_cast<char*>(&q.proof) + (q.got - sizeof(Hello));
+    // Never past the hello, then the proof: what follows is the stream.
+    const size_t room = in_hello ? sizeof(Hello) - q.got : want - q.got;
+    ssize_t n = ::recv(q.fd.get(), at, room, MSG_DONTWAIT);
     if (n > 0) {
       q.got += static_cast<size_t>(n);
-      if (q.got < sizeof(Hello)) continue;
-      problem = hello_problem(q.hello);
+      if (q.got < want) continue;
+      if (in_hello) {
+        problem = hello_problem(q.hello);
+        if (problem.empty() && (q.hello.flags & kHasSecret)) continue;  // its proof follows
+      }
       break;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -291,6 +353,27 @@ bool SocketChannel::advance(Pending& q) {
     retire(std::move(q.fd));
     return true;
   }
+  settle(q);
+  return true;
+}
+
+void SocketChannel::settle(Pending& q) {
+  const auth::Verdict verdict =
+      auth::judge(config_.secret, challenge_, (q.hello.flags & kHasSecret) != 0, q.proof);
+  // 40 bytes on a fresh socket: the kernel's buffer takes them at once.
+  const bool told =
+      ::send(q.fd.get(), &verdict, sizeof(verdict), MSG_DONTWAIT | MSG_NOSIGNAL) ==
+      static_cast<ssize_t>(sizeof(verdict));
+  if (verdict.status != auth::VerdictStatus::accepted || !told) {
+    const std::string text =
+        detail::concat(prefix(), "a p2p connection from ", q.remote, " claiming rank ",
+                       q.hello.rank, " was ",
+                       told ? auth::refusal_text(verdict.status) : "dropped: it left at once");
+    log_info(text);
+    retire(std::move(q.fd));
+    if (verdict.status != auth::VerdictStatus::accepted) note_refusal(text);
+    return;
+  }
   Peer& p = peers_[static_cast<size_t>(q.hello.rank)];
   p.in = std::move(q.fd);
   p.in_state = Inbound::open;
@@ -298,7 +381,16 @@ bool SocketChannel::advance(Pending& q) {
   p.host.assign(q.hello.host, strnlen(q.hello.host, sizeof(q.hello.host)));
   p.remote = std::move(q.remote);
   p.readable.store(true);  // the stream may have come with the hello
-  return true;
+}
+
+// Records refusals in the store for `lockstep doctor`: at most one store call a second (this
+// runs under the engine's lock; a flood of refusals must not slow the job down).
+void SocketChannel::note_refusal(const std::string& text) {
+  ++unnoted_refusals_;
+  const auto now = Clock::now();
+  if (now - last_refusal_note_ < std::chrono::seconds(1)) return;
+  last_refusal_note_ = now;
+  note_refusals(*config_.store, std::exchange(unnoted_refusals_, 0), text);
 }
 
 void SocketChannel::accept_new() {

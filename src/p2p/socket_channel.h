@@ -2,17 +2,23 @@
 //
 // The writer makes each connection, on its first write() to a peer; the reader only accepts, so
 // two ranks never race to connect to each other. The constructor listens on an ephemeral port
-// (bound to the advertise address when it can be, else to all interfaces) and publishes
-// "host:port" under p2p::store_key(config, "socket_addr", rank). A first write() looks the peer's
-// key up and connects (blocking, until the write's deadline; a peer that keeps refusing for a
-// couple of seconds has exited, and is reported as such), then sends a 96-byte hello (magic,
-// version, group-name hash, size, rank, pid, host name). After that the socket is non-blocking
-// with TCP_NODELAY, and write() is one send(MSG_DONTWAIT).
+// (bound to the advertise address when it can be, else to all interfaces; LOCKSTEP_BIND_ADDR
+// overrides) and publishes "host:port|challenge" under p2p::store_key(config, "socket_addr",
+// rank), the challenge being a nonce made for this listener (src/net/peer_auth.h). A first
+// write() looks the peer's key up and connects (blocking, until the write's deadline; a peer that
+// keeps refusing for a couple of seconds has exited, and is reported as such), then sends a
+// 96-byte hello (magic, version, group-name hash, size, rank, pid, whether it has the job's
+// secret, host name), and with a secret its proof for the challenge. The socket is then
+// non-blocking with TCP_NODELAY, and write() is one send(MSG_DONTWAIT). The reader reads nothing
+// of the stream before the proof checks out, and answers with a verdict (its only bytes ever)
+// when its engine next services the listener; the writer checks it as it arrives (write() and
+// broken() look, without blocking): a refusal, a reader that cannot prove the secret, or one that
+// says nothing for 5 s fails the stream (AuthError from write()).
 //
-// service() accepts without blocking and reads each newcomer's hello as it arrives; a connection
-// whose hello is garbage, of another group, of a rank out of range or already connected, or that
-// says nothing for 5 s, is closed with an info log naming its address, without disturbing the
-// streams. read() is one recv from the peer's inbound socket; EOF and resets are remembered for
+// service() accepts without blocking and reads each newcomer's hello (and proof) as it arrives; a
+// connection whose hello is garbage, of another group, of a rank out of range or already
+// connected, whose proof fails, or that says nothing for 5 s, is closed with an info log naming
+// its address, without disturbing the streams; it never gets a byte of them. read() is one recv from the peer's inbound socket; EOF and resets are remembered for
 // broken(), which reports them once read() has returned every byte before them.
 //
 // Orderly close: close() sets store_key(config, "socket_closed", rank), then shuts down the write
@@ -42,6 +48,7 @@
 #include <vector>
 
 #include "comm/group_config.h"
+#include "net/peer_auth.h"
 #include "net/socket.h"
 #include "p2p/channel.h"
 
@@ -76,15 +83,22 @@ class SocketChannel final : public Channel {
     int32_t size = 0;
     int32_t rank = 0;
     int32_t pid = 0;
-    int32_t reserved = 0;
+    uint32_t flags = 0;  // kHasSecret: a ConnectProof (src/net/peer_auth.h) follows
     char host[64] = {};
   };
+  static constexpr uint32_t kHasSecret = 1;
 
  private:
   enum class Inbound { none, open, eof, reset };
   struct Peer {
     // Outbound: made by write().
     std::string address;      // "host:port" from the store ("" until looked up)
+    auth::Nonce challenge{};  // published with it
+    auth::ConnectProof sent;  // this rank's proof for the challenge (with a secret)
+    auth::Verdict verdict;    // the reader's answer, as it arrives (check_verdict)
+    size_t verdict_got = 0;
+    Clock::time_point verdict_by{};  // when a reader that said nothing is given up on
+    bool out_auth_failed = false;    // out_error is the verdict's
     net::Fd out;              // the socket; assigned under mu_
     bool out_pollable = false;  // under mu_: connected and not failed
     std::string out_error;    // why sending failed ("" while fine)
@@ -102,7 +116,8 @@ class SocketChannel final : public Channel {
     net::Fd fd;
     std::string remote;
     Hello hello;
-    size_t got = 0;
+    auth::ConnectProof proof;  // after the hello, when it says it has a secret
+    size_t got = 0;            // of the hello, then of the proof
     Clock::time_point give_up;
   };
 
@@ -110,9 +125,14 @@ class SocketChannel final : public Channel {
   std::string prefix() const;
   std::string describe(int peer) const;
   void connect(int peer, Deadline deadline);
+  void check_verdict(Peer& p, int peer);
   void accept_new();
-  // Reads what has come of a newcomer's hello; true when it is settled (taken or dropped).
+  // Reads what has come of a newcomer's hello and proof; true when it is settled (taken or
+  // dropped).
   bool advance(Pending& q);
+  // The newcomer's hello and proof are in: judges it, answers, and takes it or drops it.
+  void settle(Pending& q);
+  void note_refusal(const std::string& text);
   std::string hello_problem(const Hello& h) const;
   void end_inbound(Peer& p, Inbound state, int err);
   bool has_unread(Peer& p);
@@ -123,7 +143,8 @@ class SocketChannel final : public Channel {
   const int rank_;
   const int size_;
   std::string host_;     // this host's name, for hellos
-  std::string address_;  // what was published
+  std::string address_;  // "host:port", as published
+  auth::Nonce challenge_;  // published with it (src/net/peer_auth.h)
   uint64_t group_hash_ = 0;
   std::unique_ptr<Peer[]> peers_;
   bool closed_ = false;
@@ -134,6 +155,8 @@ class SocketChannel final : public Channel {
   std::vector<Pending> pending_;
   int sleepers_ = 0;
   std::vector<net::Fd> graveyard_;  // dropped while a sleep() ran
+  Clock::time_point last_refusal_note_{};  // note_refusal's rate limit
+  int64_t unnoted_refusals_ = 0;
 };
 
 }  // namespace lockstep::p2p

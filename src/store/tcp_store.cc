@@ -7,6 +7,7 @@
 
 #include "lockstep/core/error.h"
 #include "net/auth.h"
+#include "net/bind.h"
 #include "store/client_connection.h"
 #include "store/protocol.h"
 #include "store/store_semantics.h"
@@ -24,10 +25,6 @@ namespace {
 
 // How much longer than a blocking call's timeout the client waits for the server's answer.
 constexpr milliseconds kReplyGrace{5'000};
-
-std::string bind_host_for(const std::string& host) {
-  return host.find(':') != std::string::npos ? "::" : "0.0.0.0";
-}
 
 void check_key(const std::string& key) {
   LOCKSTEP_ENFORCE(key.size() <= kMaxKeyBytes, InvalidArgument, "TcpStore key of ", key.size(),
@@ -93,7 +90,7 @@ TcpStore::TcpStore(const TcpStoreOptions& options) : impl_(std::make_unique<Impl
   impl_->port = options.port;
   if (options.is_server) {
     impl_->server = std::make_unique<TcpStoreServer>(
-        TcpStoreServerOptions{.bind_host = bind_host_for(options.host),
+        TcpStoreServerOptions{.bind_host = net::bind_address_for(options.host, "store server"),
                               .port = options.port,
                               .secret = options.secret});
     impl_->port = impl_->server->port();

@@ -4,7 +4,9 @@
 // AuthError that the summary shows for that rank.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <set>
 
 #include "launcher_test_util.h"
@@ -80,6 +82,58 @@ TEST(LauncherSecret, ARankWithAnotherSecretGetsANamedAuthError) {
   EXPECT_CONTAINS(r.process.output, "rank 1: this process's secret differs from the store's");
   EXPECT_CONTAINS(summary_of(r.process.output), "rank 1");
   EXPECT_LT(r.seconds, 20.0) << "the refusal waited for a timeout";
+}
+
+// --standalone: the launcher's store listens on loopback alone (127.0.0.2, also this host's
+// loopback, finds nothing); --bind-addr 0.0.0.0 opens it on every interface and reaches the ranks
+// as LOCKSTEP_BIND_ADDR.
+TEST(LauncherSecret, StandaloneStoreListensOnLoopbackOnlyUnlessBindAddrSaysOtherwise) {
+  const char* probe =
+      "for h in 127.0.0.1 127.0.0.2; do "
+      "if (exec 3<>/dev/tcp/$h/$LOCKSTEP_STORE_PORT) 2>/dev/null; then echo PROBE $h=open; "
+      "else echo PROBE $h=closed; fi; done; echo PROBE bind=${LOCKSTEP_BIND_ADDR:-none}";
+  auto r = launch({"--standalone", "--nproc-per-node", "1", "/bin/bash", "-c", probe});
+  ASSERT_EQ(r.process.exit_code, 0) << r.process.output;
+  EXPECT_CONTAINS(r.process.output, "PROBE 127.0.0.1=open");
+  EXPECT_CONTAINS(r.process.output, "PROBE 127.0.0.2=closed");
+  EXPECT_CONTAINS(r.process.output, "PROBE bind=none");
+  r = launch({"--standalone", "--nproc-per-node", "1", "--bind-addr", "0.0.0.0", "/bin/bash", "-c",
+              probe});
+  ASSERT_EQ(r.process.exit_code, 0) << r.process.output;
+  EXPECT_CONTAINS(r.process.output, "PROBE 127.0.0.2=open");
+  EXPECT_CONTAINS(r.process.output, "PROBE bind=0.0.0.0");
+}
+
+// A tcp job that logs at INFO (the store's lines and the data connections' included), writes its
+// output to log files, and dumps its flight recorders on SIGTERM: the secret is in none of it,
+// nor in the launcher's summary.
+TEST(LauncherSecret, TheSecretAppearsInNoLogDumpOrSummary) {
+  TempDir dir;
+  const std::string secret = "a-secret-that-must-never-show-4711";
+  const std::string path = dir.path() + "/secret";
+  std::ofstream(path) << secret << "\n";
+  const std::string lockstep = lockstep_run({}).front();
+  const std::string script =
+      lockstep + " bench --backend tcp --op all_reduce --min-bytes 4 --max-bytes 4 "
+      "--iters 1000000 & b=$!; sleep 3; kill -TERM $b; wait $b; true";
+  auto r = launch({"--standalone", "--nproc-per-node", "2", "--secret-file", path, "--log-dir",
+                   dir.path() + "/logs", "--tee", "3", "/bin/sh", "-c", script},
+                  {{"LOCKSTEP_DEBUG", "INFO"}, {"LOCKSTEP_TRACE_DIR", dir.path() + "/trace"},
+                   {"LOCKSTEP_SECRET", std::nullopt}},
+                  std::chrono::seconds(60));
+  EXPECT_EQ(r.process.output.find(secret), std::string::npos) << r.process.output;
+  size_t files = 0, dumps = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path())) {
+    if (!entry.is_regular_file() || entry.path() == path) continue;
+    ++files;
+    if (entry.path().string().find("/trace/") != std::string::npos) ++dumps;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_EQ(text.str().find(secret), std::string::npos) << "the secret is in " << entry.path();
+  }
+  EXPECT_GE(dumps, 1u) << "no flight-recorder dump was written:\n" << r.process.output;
+  EXPECT_GE(files, 3u);
 }
 
 }  // namespace

@@ -20,6 +20,10 @@ struct Settings {
   // LOCKSTEP_SOCKET_ADDR: the address this process advertises to peers for data connections.
   // Empty: the address this host uses to reach the store, else the hostname's address.
   std::string socket_addr;
+  // LOCKSTEP_BIND_ADDR: the address every listener of this process binds (the store it hosts, the
+  // data-plane listeners). Empty: the address each advertises, when this host has it (loopback
+  // for a job on 127.0.0.1), else every interface.
+  std::string bind_addr;
   // LOCKSTEP_TRACE_DIR: where flight-recorder dumps go. Default ./lockstep-trace.
   std::string trace_dir = "lockstep-trace";
   // LOCKSTEP_FLIGHT_RECORDER_SIZE: how many of its last ops each group keeps for its dump.

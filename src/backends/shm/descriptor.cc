@@ -1,5 +1,6 @@
 #include "backends/shm/descriptor.h"
 
+#include "core/fnv1a.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::shm {
@@ -12,11 +13,7 @@ Descriptor make_descriptor(const Op& op, uint64_t payload_bytes) {
 }
 
 uint64_t fingerprint(const Descriptor& d) {
-  // FNV-1a over the header's bytes (it has no padding: a wire format).
-  uint64_t h = 14695981039346656037ull;
-  const auto* p = reinterpret_cast<const unsigned char*>(&d.header);
-  for (size_t i = 0; i < sizeof(MessageHeader); ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
+  return fnv1a(&d.header, sizeof(MessageHeader));  // it has no padding: a wire format
 }
 
 void check_descriptors(const SegmentView& segment, int parity, const Op& op, int rank,

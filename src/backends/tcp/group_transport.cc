@@ -20,6 +20,7 @@ std::unique_ptr<TcpTransport> connect_group_transport(const GroupConfig& config,
                              .advertise_address = config.advertise_address,
                              .hostname = hostname,
                              .socket_buffer_bytes = kSocketBufferBytes,
+                             .secret = config.secret,
                              .deadline = Deadline::after(config.timeout)});
   return std::make_unique<TcpTransport>(std::move(conns), TransportIdentity{.group = config.name,
                                                                             .rank = config.rank,

@@ -7,14 +7,19 @@
 #include <optional>
 
 #include "core/log.h"
+#include "core/fnv1a.h"
 #include "lockstep/core/error.h"
+#include "net/bind.h"
+#include "net/peer_auth.h"
+#include "store/refusals.h"
 
 namespace lockstep::tcp {
 
 namespace {
 
 constexpr uint32_t kHelloMagic = 0x4C4B5348;  // "LKSH"
-constexpr uint32_t kHelloVersion = 1;
+constexpr uint32_t kHelloVersion = 2;  // 2: flags, then a proof and a verdict (peer_auth.h)
+constexpr uint32_t kHasSecret = 1;      // Hello::flags: a ConnectProof follows the hello
 // How long an accepted connection may take to say hello before it is dropped.
 constexpr milliseconds kHelloGrace{2000};
 
@@ -25,18 +30,9 @@ struct Hello {
   int32_t size = 0;
   int32_t rank = 0;
   int32_t pid = 0;
-  int32_t reserved = 0;
+  uint32_t flags = 0;
 };
 static_assert(sizeof(Hello) == 32, "Hello is a wire format");
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 Hello my_hello(const MeshOptions& o) {
   Hello h;
@@ -44,6 +40,7 @@ Hello my_hello(const MeshOptions& o) {
   h.size = o.size;
   h.rank = o.rank;
   h.pid = static_cast<int32_t>(::getpid());
+  h.flags = o.secret.empty() ? 0 : kHasSecret;
   return h;
 }
 
@@ -63,6 +60,7 @@ struct Address {
   std::string host;
   uint16_t port = 0;
   PeerInfo info;
+  auth::Nonce challenge{};  // the listener's (peer_auth.h)
 };
 
 Address parse_record(const std::string& record, int rank) {
@@ -78,10 +76,16 @@ Address parse_record(const std::string& record, int rank) {
   if (a.host.size() > 2 && a.host.front() == '[') a.host = a.host.substr(1, a.host.size() - 2);
   a.port = static_cast<uint16_t>(std::stoi(hostport.substr(colon + 1)));
   a.info.address = hostport;
+  // "<host>|<pid>|<challenge>"
   std::string rest = record.substr(bar + 1);
   size_t bar2 = rest.find('|');
+  size_t bar3 = bar2 == std::string::npos ? bar2 : rest.find('|', bar2 + 1);
+  LOCKSTEP_ENFORCE(bar3 != std::string::npos &&
+                       auth::from_hex(std::string_view(rest).substr(bar3 + 1), a.challenge),
+                   NetworkError, "rank ", rank, " published a malformed address '", record,
+                   "' (another program using the same store keys, or another lockstep version?)");
   a.info.host = rest.substr(0, bar2);
-  if (bar2 != std::string::npos) a.info.pid = std::stoi(rest.substr(bar2 + 1));
+  a.info.pid = std::stoi(rest.substr(bar2 + 1, bar3 - bar2 - 1));
   return a;
 }
 
@@ -97,16 +101,22 @@ Address lookup(const MeshOptions& o, int rank) {
   }
 }
 
-void publish(const MeshOptions& o, uint16_t port) {
-  std::string addr = o.advertise_address.empty() ? net::hostname() : o.advertise_address;
+std::string advertised(const MeshOptions& o) {
+  return o.advertise_address.empty() ? net::hostname() : o.advertise_address;
+}
+
+void publish(const MeshOptions& o, uint16_t port, const auth::Nonce& challenge) {
+  std::string addr = advertised(o);
   if (addr.find(':') != std::string::npos) addr = "[" + addr + "]";
   o.store->set(mesh_address_key(o.group, o.rank),
-               detail::concat(addr, ":", port, "|", o.hostname, "|", ::getpid()));
+               detail::concat(addr, ":", port, "|", o.hostname, "|", ::getpid(), "|",
+                              auth::to_hex(challenge)));
 }
 
 struct Pending {
   net::Fd fd;
   Address address;
+  auth::ConnectProof sent;  // with a secret
 };
 
 // Connects to a lower rank and sends our hello; its answer is read later (finish_connect).
@@ -115,22 +125,30 @@ Pending start_connect(const MeshOptions& o, int rank) {
   p.fd = net::connect_tcp(p.address.host, p.address.port, o.deadline, true);
   net::tune_tcp(p.fd.get(), o.socket_buffer_bytes);
   Hello h = my_hello(o);
-  net::write_full(p.fd.get(), &h, sizeof(h), o.deadline,
-                  detail::concat("rank ", rank, " at ", p.address.info.address));
+  const std::string what = detail::concat("rank ", rank, " at ", p.address.info.address);
+  net::write_full(p.fd.get(), &h, sizeof(h), o.deadline, what);
+  if (!o.secret.empty()) {
+    p.sent = auth::make_connect_proof(o.secret, p.address.challenge);
+    net::write_full(p.fd.get(), &p.sent, sizeof(p.sent), o.deadline, what);
+  }
   return p;
 }
 
 std::unique_ptr<Connection> finish_connect(const MeshOptions& o, Pending p) {
   const PeerInfo& info = p.address.info;
   std::string what = detail::concat("rank ", info.rank, " (", info.address, " on ", info.host, ")");
-  Hello h;
+  auth::Verdict verdict;
   try {
-    net::read_full(p.fd.get(), &h, sizeof(h), o.deadline, what);
+    net::read_full(p.fd.get(), &verdict, sizeof(verdict), o.deadline, what);
   } catch (const NetworkError& e) {
     throw NetworkError(detail::concat("group '", o.group, "' rank ", o.rank, ": ", what,
                                       " refused the connection (", e.what(),
                                       "). Do all ranks run the same lockstep version and group?"));
   }
+  auth::check_verdict(o.secret, p.address.challenge, p.sent, verdict,
+                      detail::concat("group '", o.group, "' rank ", o.rank, ": ", what));
+  Hello h;
+  net::read_full(p.fd.get(), &h, sizeof(h), o.deadline, what);
   std::string problem = hello_problem(h, o);
   if (problem.empty() && h.rank != info.rank) problem = detail::concat("answered as rank ", h.rank);
   LOCKSTEP_ENFORCE(problem.empty(), NetworkError, "group '", o.group, "' rank ", o.rank, ": ", what,
@@ -148,32 +166,61 @@ std::string missing_ranks(const std::vector<std::unique_ptr<Connection>>& conns,
   return s;
 }
 
-// Reads one hello from a fresh connection; on any problem logs it, drops the connection and
-// returns nothing (so that junk never breaks setup).
-std::optional<Hello> accept_one(const MeshOptions& o, net::Fd& fd,
+// Reads one hello (and, with a secret, its proof) from a fresh connection and judges it. On any
+// problem logs it, drops the connection and returns nothing (so that junk never breaks setup); a
+// connector refused for its secret is told why first (the verdict), so that a rank of this job
+// with another secret fails with an AuthError rather than a timeout.
+std::optional<Hello> accept_one(const MeshOptions& o, const auth::Nonce& challenge, net::Fd& fd,
                                 std::vector<std::unique_ptr<Connection>>& conns) {
   std::string from = net::peer_address(fd.get());
   Hello h;
+  auth::ConnectProof proof;
+  Deadline grace(std::min(o.deadline.at(), Clock::now() + kHelloGrace));
   try {
-    Deadline grace(std::min(o.deadline.at(), Clock::now() + kHelloGrace));
     net::read_full(fd.get(), &h, sizeof(h), grace, "connection from " + from);
   } catch (const Error& e) {
-    log_warning("group '", o.group, "' rank ", o.rank, ": dropped a connection from ", from,
-                " that sent no hello: ", e.what());
+    log_info("group '", o.group, "' rank ", o.rank, ": dropped a connection from ", from,
+             " that sent no hello: ", e.what());
     return std::nullopt;
   }
   std::string problem = hello_problem(h, o);
-  if (problem.empty() && (h.rank <= o.rank || conns[static_cast<size_t>(h.rank)]))
-    problem = detail::concat("a second or unexpected connection from rank ", h.rank);
   if (!problem.empty()) {
-    log_warning("group '", o.group, "' rank ", o.rank, ": dropped a connection from ", from, ": ",
-                problem);
+    log_info("group '", o.group, "' rank ", o.rank, ": dropped a connection from ", from, ": ",
+             problem);
     return std::nullopt;
   }
+  const bool has_secret = (h.flags & kHasSecret) != 0;
+  try {
+    if (has_secret) net::read_full(fd.get(), &proof, sizeof(proof), grace, "connection from " + from);
+  } catch (const Error& e) {
+    log_info("group '", o.group, "' rank ", o.rank, ": dropped a connection from ", from,
+             " that sent no proof: ", e.what());
+    return std::nullopt;
+  }
+  const auth::Verdict verdict = auth::judge(o.secret, challenge, has_secret, proof);
+  if (verdict.status != auth::VerdictStatus::accepted) {
+    const std::string text = detail::concat("group '", o.group, "' rank ", o.rank,
+                                            ": a connection from ", from, " claiming rank ",
+                                            h.rank, " was ", auth::refusal_text(verdict.status));
+    log_info(text);
+    note_refusals(*o.store, 1, text);
+    try {
+      net::write_full(fd.get(), &verdict, sizeof(verdict), grace, "connection from " + from);
+    } catch (const Error&) {
+      // it left already: nothing more to tell it
+    }
+    return std::nullopt;
+  }
+  if (h.rank <= o.rank || conns[static_cast<size_t>(h.rank)]) {
+    log_info("group '", o.group, "' rank ", o.rank, ": dropped a connection from ", from,
+             ": a second or unexpected connection from rank ", h.rank);
+    return std::nullopt;
+  }
+  net::write_full(fd.get(), &verdict, sizeof(verdict), o.deadline, "rank " + std::to_string(h.rank));
   return h;
 }
 
-void accept_higher(const MeshOptions& o, int listen_fd,
+void accept_higher(const MeshOptions& o, int listen_fd, const auth::Nonce& challenge,
                    std::vector<std::unique_ptr<Connection>>& conns) {
   int waiting = o.size - 1 - o.rank;
   while (waiting > 0) {
@@ -187,7 +234,7 @@ void accept_higher(const MeshOptions& o, int listen_fd,
                                         " to connect. Did they start, and can they reach this "
                                         "host? (set LOCKSTEP_SOCKET_ADDR to the address to use)"));
     }
-    std::optional<Hello> hello = accept_one(o, fd, conns);
+    std::optional<Hello> hello = accept_one(o, challenge, fd, conns);
     if (!hello) continue;
     int rank = hello->rank;
     net::tune_tcp(fd.get(), o.socket_buffer_bytes);
@@ -210,11 +257,17 @@ std::string mesh_address_key(const std::string& group, int rank) {
 std::vector<std::unique_ptr<Connection>> connect_mesh(const MeshOptions& o) {
   std::vector<std::unique_ptr<Connection>> conns(static_cast<size_t>(o.size));
   if (o.size <= 1) return conns;
-  net::Fd listener = net::listen_tcp("", 0);
-  publish(o, net::local_port(listener.get()));
+  net::Fd listener = net::listen_where_advertised(
+      advertised(o), 0, detail::concat("group '", o.group, "' rank ", o.rank, " (tcp mesh)"));
+  const auth::Nonce challenge = auth::make_nonce();
+  publish(o, net::local_port(listener.get()), challenge);
+  if (o.secret.empty())
+    log_info("group '", o.group, "' rank ", o.rank, ": data connections on port ",
+             net::local_port(listener.get()), " are not authenticated (the job has no secret): "
+             "anyone who reaches that port can connect");
   std::vector<Pending> lower;
   for (int r = 0; r < o.rank; ++r) lower.push_back(start_connect(o, r));
-  accept_higher(o, listener.get(), conns);
+  accept_higher(o, listener.get(), challenge, conns);
   for (int r = 0; r < o.rank; ++r)
     conns[static_cast<size_t>(r)] = finish_connect(o, std::move(lower[static_cast<size_t>(r)]));
   return conns;

@@ -1,11 +1,15 @@
 // Mesh: the full set of connections of one rank, one socket per pair of ranks.
 //
-// Each rank listens on an ephemeral port (all interfaces) and publishes
-// "<group>/tcp/addr/<rank>" = "<advertise address>:<port>|<hostname>|<pid>" in the store. It then
-// connects to every lower rank and accepts every higher one. The connector opens with a hello
-// (magic, version, group-name hash, world size, its rank and pid) and the acceptor answers with
-// its own; a connection whose hello is anything else (a port scanner, another group, a stale
-// process) is closed and logged without disturbing setup.
+// Each rank listens on an ephemeral port (on its advertise address when it can, else on every
+// interface; LOCKSTEP_BIND_ADDR overrides) and publishes "<group>/tcp/addr/<rank>" =
+// "<advertise address>:<port>|<hostname>|<pid>|<challenge>" in the store, where the challenge is
+// a nonce made for this listener (src/net/peer_auth.h). It then connects to every lower rank and
+// accepts every higher one. The connector opens with a hello (magic, version, group-name hash,
+// world size, its rank and pid, whether it has the job's secret) and, with a secret, its proof
+// for the listener's challenge; the acceptor answers with its own hello and a verdict. A
+// connection whose hello is anything else (a port scanner, another group, a stale process), or
+// whose proof fails, is closed and logged (at INFO, by address) without disturbing setup; a rank
+// whose secret differs gets an AuthError from the verdict.
 #pragma once
 
 #include <memory>
@@ -26,6 +30,7 @@ struct MeshOptions {
   std::string advertise_address;  // what peers connect to (empty: this host's name)
   std::string hostname;           // shown in peers' error messages
   int socket_buffer_bytes = 0;    // SO_SNDBUF/SO_RCVBUF; 0 leaves the kernel's autotuning
+  std::string secret;             // the job's secret ("": connections are not authenticated)
   Deadline deadline{Clock::now()};
 };
 

@@ -15,31 +15,10 @@
 #include "net/socket.h"
 #include "support/spawn.h"
 #include "support/messages.h"
+#include "tcp_test_util.h"
 
 namespace lockstep::testing {
 namespace {
-
-GroupConfig config_for(const std::string& name, int rank, int size, std::shared_ptr<Store> store,
-                       std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
-  return {.name = name,
-          .rank = rank,
-          .size = size,
-          .store = std::move(store),
-          .timeout = timeout,
-          .advertise_address = "127.0.0.1",
-          .hostname = "host" + std::to_string(rank)};
-}
-
-Op sum_op(uint64_t seq, std::vector<float>& data,
-          std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
-  Op op;
-  op.kind = OpKind::all_reduce;
-  op.seq = seq;
-  op.count = data.size();
-  op.input = op.output = data.data();
-  op.deadline = Deadline::after(timeout);
-  return op;
-}
 
 // Connects to rank 0's published port and sends what a confused client would.
 void send_junk(Store& store, const std::string& group) {
