@@ -18,6 +18,7 @@
 #include "cli/cli_test_util.h"
 #include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
+#include "store/refusals.h"
 #include "support/wait_for.h"
 #include "support/messages.h"
 
@@ -166,6 +167,26 @@ TEST(Doctor, FindsTheRunningStore) {
   ASSERT_EQ(d.find("ok", "master").size(), 1u) << d.process.output;
   EXPECT_EQ(d.find("ok", "master")[0].text,
             "a lockstep store answers at 127.0.0.1:" + std::to_string(store.port()));
+}
+
+// Refused connections are counted in the job's store by the refusing ranks: the doctor reports
+// none while there are none, then the count and the last one, which names the address.
+TEST(Doctor, ReportsConnectionsTheJobRefused) {
+  TcpStore store({.port = 0, .is_server = true, .timeout = 10s, .secret = "doctor's job"});
+  const EnvChanges env = [&] {
+    EnvChanges e = job(1, 2, 2, store.port());
+    e["LOCKSTEP_SECRET"] = "doctor's job";
+    return e;
+  }();
+  Doctor d = doctor(env);
+  ASSERT_EQ(d.find("ok", "refusals").size(), 1u) << d.process.output;
+  note_refusals(store, 2, "group 'default' rank 0: a connection from 10.9.8.7:5555 claiming "
+                          "rank 1 was refused: it does not know the job's secret (wrong proof)");
+  d = doctor(env);
+  ASSERT_EQ(d.find("problem", "refusals").size(), 1u) << d.process.output;
+  EXPECT_TRUE(contains(d.find("problem", "refusals")[0].text, "2 connection(s) to this job were "
+                                                              "refused"));
+  EXPECT_TRUE(contains(d.find("problem", "refusals")[0].text, "10.9.8.7:5555"));
 }
 
 TEST(Doctor, RankNotBelowWorldSize) {
