@@ -138,9 +138,19 @@ MessageParser::Result MessageParser::on_length() {
   uint64_t length = get_le(fixed_, 8);
   have_ = 0;
   size_t index = message_.strings.size();
-  if (length > bound(index))
-    return fail(detail::concat("string ", index, " of a ", command_name(message_.code),
-                               " message is ", length, " bytes long (limit ", bound(index), ")"));
+  if (length > bound(index)) {
+    // Refused on the length alone: nothing of it has been read or allocated.
+    if (direction_ == Direction::reply)
+      return fail(detail::concat("string ", index, " of the reply announces ", length,
+                                 " bytes, over the limit of ", kMaxValueBytes,
+                                 " bytes (kMaxValueBytes)"));
+    const bool value = is_value_slot(static_cast<Command>(message_.code), index);
+    return fail(detail::concat("a ", command_name(message_.code), " request announces a ",
+                               value ? "value" : "key", " of ", length,
+                               " bytes, over the store's limit of ", bound(index), " bytes (",
+                               value ? "kMaxValueBytes" : "kMaxKeyBytes",
+                               "); refused before reading or allocating any of it"));
+  }
   constexpr uint64_t kReserveCap = 1 << 20;  // grow with the data beyond this
   message_.strings.emplace_back().reserve(std::min(length, kReserveCap));
   body_left_ = length;

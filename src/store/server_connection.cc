@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "lockstep/core/error.h"
+#include "store/server_limits.h"
 
 namespace lockstep::store_detail {
 
@@ -27,6 +28,65 @@ ServerConnection::ServerConnection(uint64_t id, net::Fd fd, Deadline handshake_d
 
 void ServerConnection::mark_dead(std::string reason) {
   if (reason_.empty()) reason_ = std::move(reason);
+}
+
+void ServerConnection::refuse(std::string reason) {
+  if (reason_.empty()) refused_ = true;
+  mark_dead(std::move(reason));
+}
+
+namespace {
+// Bytes a transfer must move in each window of kTransferGrace.
+constexpr uint64_t kWindowBytes =
+    store_limits::kMinTransferRate *
+    std::chrono::duration_cast<std::chrono::seconds>(store_limits::kTransferGrace).count();
+}  // namespace
+
+void ServerConnection::Transfer::moved(uint64_t n, Clock::time_point now) {
+  bytes += n;
+  window_bytes += n;
+  if (window_bytes >= kWindowBytes) {  // enough for this window: the next starts now
+    window_start = now;
+    window_bytes = 0;
+  }
+}
+
+Clock::time_point ServerConnection::Transfer::due() const {
+  return window_start + store_limits::kTransferGrace;
+}
+
+std::optional<Clock::time_point> ServerConnection::deadline() const {
+  if (dead()) return std::nullopt;
+  if (!handshaken()) return handshake_deadline_.at();
+  std::optional<Clock::time_point> due;
+  if (receiving_) due = receiving_->due();
+  if (sending_ && (!due || sending_->due() < *due)) due = sending_->due();
+  return due;
+}
+
+void ServerConnection::mark_overdue() {
+  namespace sl = store_limits;
+  auto took = [](const Transfer& t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t.started).count();
+  };
+  const std::string rule =
+      detail::concat(" (the server asks for ", kWindowBytes, " bytes, or the end, every ",
+                     sl::kTransferGrace.count(), " ms)");
+  if (!handshaken())
+    mark_dead(detail::concat(
+        "no handshake within ", sl::kHandshakeTimeout.count(), " ms of connecting (",
+        stage_ == Stage::hello
+            ? detail::concat(handshake_have_, " of the hello's ", store_proto::kClientHelloBytes,
+                             " bytes arrived)")
+            : detail::concat("the hello arrived, and ", handshake_have_, " of the proof's ",
+                             store_proto::kClientProofBytes, " bytes)")));
+  else if (receiving_ && receiving_->due() <= Clock::now())
+    mark_dead(detail::concat("request arriving too slowly: ", receiving_->bytes, " bytes in ",
+                             took(*receiving_), " ms", rule));
+  else if (sending_)
+    mark_dead(detail::concat("reply taken too slowly: ", sending_->bytes, " of ",
+                             out_.size() - sent_ + sending_->bytes, " bytes in ", took(*sending_),
+                             " ms", rule));
 }
 
 void ServerConnection::on_readable(std::span<char> scratch, const RequestFn& on_request) {
@@ -53,20 +113,19 @@ void ServerConnection::check_handshake(const char** p, const char* end) {
   static const std::string kPrefix = sp::handshake_bytes();
   while (*p < end && !handshaken() && !dead()) {
     const size_t want = stage_ == Stage::hello ? sp::kClientHelloBytes : sp::kClientProofBytes;
-    const size_t take = std::min<size_t>(want - handshake_in_.size(), end - *p);
-    handshake_in_.append(*p, take);
+    const size_t take = std::min<size_t>(want - handshake_have_, end - *p);
+    std::memcpy(handshake_in_ + handshake_have_, *p, take);
+    handshake_have_ += take;
     *p += take;
     // The prefix is checked byte by byte as it comes: a stray client is dropped at once.
     if (stage_ == Stage::hello &&
-        kPrefix.compare(0, std::min(handshake_in_.size(), kPrefix.size()), handshake_in_, 0,
-                        std::min(handshake_in_.size(), kPrefix.size())) != 0)
+        std::memcmp(kPrefix.data(), handshake_in_, std::min(handshake_have_, kPrefix.size())) != 0)
       return mark_dead(
           "bad handshake: not a lockstep store client, or one speaking another protocol "
           "version");
-    if (handshake_in_.size() < want) return;
+    if (handshake_have_ < want) return;
     if (stage_ == Stage::hello) {
-      std::memcpy(client_nonce_.data(), handshake_in_.data() + sp::kHandshakeBytes,
-                  client_nonce_.size());
+      std::memcpy(client_nonce_.data(), handshake_in_ + sp::kHandshakeBytes, client_nonce_.size());
       server_nonce_ = auth::make_nonce();
       auth::Proof proof{};
       if (!secret_.empty())
@@ -79,25 +138,34 @@ void ServerConnection::check_handshake(const char** p, const char* end) {
       stage_ = Stage::proof;
     } else {
       auth::Proof got;
-      std::memcpy(got.data(), handshake_in_.data(), got.size());
+      std::memcpy(got.data(), handshake_in_, got.size());
       if (!secret_.empty() &&
-          !auth::check(secret_, auth::Role::client, server_nonce_, client_nonce_, got))
+          !auth::check(secret_, auth::Role::client, server_nonce_, client_nonce_, got)) {
+        failed_auth_ = true;
         return mark_dead(
             "refused: it does not know the job's secret (wrong or missing LOCKSTEP_SECRET)");
+      }
       stage_ = Stage::requests;
     }
-    handshake_in_.clear();
+    handshake_have_ = 0;
   }
 }
 
 void ServerConnection::consume(const char* p, const char* end, const RequestFn& on_request) {
   if (!handshaken()) check_handshake(&p, end);
   while (p < end && !dead()) {
+    const auto now = Clock::now();
+    if (!receiving_) receiving_.emplace(now);
+    const char* from = p;
     auto result = parser_.feed(&p, end);
+    receiving_->moved(static_cast<uint64_t>(p - from), now);
     if (result == store_proto::MessageParser::Result::invalid)
-      return mark_dead("protocol error: " + parser_.error());
-    if (result == store_proto::MessageParser::Result::complete && !on_request(parser_.take()))
-      return mark_dead("protocol error: a new request arrived before the previous was answered");
+      return refuse("protocol error: " + parser_.error());
+    if (result == store_proto::MessageParser::Result::complete) {
+      receiving_.reset();
+      if (!on_request(parser_.take()))
+        return refuse("protocol error: a new request arrived before the previous was answered");
+    }
   }
 }
 
@@ -108,10 +176,13 @@ void ServerConnection::queue(const store_proto::Message& reply) {
 }
 
 void ServerConnection::flush() {
+  // The handshake's own deadline covers the server's hello.
+  if (wants_write() && handshaken() && !sending_) sending_.emplace(Clock::now());
   while (wants_write() && !dead()) {
     ssize_t w = ::send(fd_.get(), out_.data() + sent_, out_.size() - sent_, MSG_NOSIGNAL);
     if (w > 0) {
       sent_ += static_cast<size_t>(w);
+      if (sending_) sending_->moved(static_cast<uint64_t>(w), Clock::now());
       continue;
     }
     if (w < 0 && errno == EINTR) continue;
@@ -119,6 +190,7 @@ void ServerConnection::flush() {
     return mark_dead("send failed: " + net::errno_text(errno));
   }
   if (!wants_write()) {
+    sending_.reset();
     if (out_.capacity() > kKeepOutBytes) std::string().swap(out_);
     out_.clear();
     sent_ = 0;

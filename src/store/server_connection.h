@@ -3,13 +3,15 @@
 // incremental request parser and the queue of reply bytes not yet taken by the socket.
 //
 // A connection goes dead (and the server drops it) when the peer closes it, sends a wrong
-// handshake, a wrong proof of the secret, or a malformed or oversized message, or does not
-// finish the handshake in time;
-// reason() says which. Thread-safety: none; the server thread owns it.
+// handshake, a wrong proof of the secret, or a malformed or oversized message, or is too slow:
+// it does not finish the handshake in time, or sends a request or takes a reply too slowly
+// (store/server_limits.h). reason() says which; deadline() says when it will be too slow, for
+// the server to check then. Thread-safety: none; the server thread owns it.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -39,10 +41,20 @@ class ServerConnection {
   bool wants_write() const { return sent_ < out_.size(); }
   // Hellos exchanged and the client's proof accepted: requests may follow.
   bool handshaken() const { return stage_ == Stage::requests; }
-  const Deadline& handshake_deadline() const { return handshake_deadline_; }
+  // When the connection will be too slow, if it stays as it is: the end of its handshake time,
+  // or the time by which the request it is sending (or the reply it is taking) must have moved
+  // on; nullopt when it owes nothing (idle between requests, or parked). Moves as bytes pass.
+  std::optional<Clock::time_point> deadline() const;
+  // Marks the connection dead, saying why it was too slow; call when deadline() has passed.
+  void mark_overdue();
   bool dead() const { return !reason_.empty(); }
   void mark_dead(std::string reason);
   const std::string& reason() const { return reason_; }
+  // Dropped for something a client of the job should never do (a malformed or oversized
+  // request after a good handshake): worth a warning, where a port scanner's drop is not.
+  bool refused() const { return refused_; }
+  // Dropped because its proof failed: it does not know the job's secret (src/store/refusals.h).
+  bool failed_auth() const { return failed_auth_; }
   int fd() const { return fd_.get(); }
   uint64_t id() const { return id_; }
   const std::string& peer() const { return peer_; }
@@ -52,6 +64,19 @@ class ServerConnection {
   // then its proof. Marks the connection dead on a wrong prefix or a wrong proof.
   void check_handshake(const char** p, const char* end);
   void consume(const char* p, const char* end, const RequestFn& on_request);
+  void refuse(std::string reason);
+
+  // A request (or a reply) under way, and the progress it must keep making: kMinTransferRate x
+  // kTransferGrace bytes in each window of kTransferGrace (store/server_limits.h).
+  struct Transfer {
+    explicit Transfer(Clock::time_point now) : started(now), window_start(now) {}
+    void moved(uint64_t n, Clock::time_point now);
+    Clock::time_point due() const;
+    Clock::time_point started;
+    Clock::time_point window_start;
+    uint64_t window_bytes = 0;
+    uint64_t bytes = 0;  // in all
+  };
 
   uint64_t id_;
   net::Fd fd_;
@@ -59,13 +84,18 @@ class ServerConnection {
   Deadline handshake_deadline_;
   std::string_view secret_;
   enum class Stage { hello, proof, requests } stage_ = Stage::hello;
-  std::string handshake_in_;  // the hello or proof so far
+  char handshake_in_[store_proto::kClientHelloBytes] = {};  // the hello or proof so far
+  size_t handshake_have_ = 0;
   auth::Nonce client_nonce_{};
   auth::Nonce server_nonce_{};
   store_proto::MessageParser parser_{store_proto::Direction::request};
+  std::optional<Transfer> receiving_;  // a request has begun to arrive
+  std::optional<Transfer> sending_;    // a reply is waiting for the client to take it
   std::string out_;
   size_t sent_ = 0;
   std::string reason_;
+  bool refused_ = false;
+  bool failed_auth_ = false;
 };
 
 }  // namespace lockstep::store_detail

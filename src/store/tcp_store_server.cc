@@ -1,14 +1,16 @@
-// TcpStoreServer: one thread runs an event loop with poll(2) over the listening socket, an eventfd
-// (written by the destructor to stop the loop at once) and every client's non-blocking socket.
-// Requests go to a StoreService, which parks blocking requests instead of blocking the loop; the
-// poll timeout is the earliest parked deadline, so "timed out" replies go out on time.
+// TcpStoreServer: one thread runs an event loop with epoll (store/event_poller.h) over the
+// listening socket, an eventfd (written by the destructor to stop the loop at once) and every
+// client's non-blocking socket. Requests go to a StoreService, which parks blocking requests
+// instead of blocking the loop. The loop wakes at the earliest deadline of a parked request (so
+// "timed out" replies go out on time) or of a connection (store/server_limits.h: a handshake not
+// finished in time, a request or reply crawling), and each wake-up costs in proportion to what
+// is ready, not to the number of connections held.
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <map>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -16,53 +18,79 @@
 #include "core/log.h"
 #include "lockstep/core/error.h"
 #include "lockstep/store/tcp_store.h"
+#include "net/fd_limit.h"
 #include "net/socket.h"
+#include "store/connection_table.h"
+#include "store/event_poller.h"
+#include "store/refusals.h"
 #include "store/server_connection.h"
+#include "store/server_limits.h"
 #include "store/store_service.h"
 
 namespace lockstep {
 
+using store_detail::ConnectionTable;
+using store_detail::EventPoller;
 using store_detail::ServerConnection;
 using store_detail::StoreService;
+namespace sl = store_limits;
 
 namespace {
-// A connection must complete its handshake this soon after it is accepted.
-constexpr milliseconds kHandshakeTimeout{10'000};
 constexpr size_t kScratchBytes = 256 * 1024;
-// Out of file descriptors: stop accepting for this long rather than spin on a readable listener.
-constexpr milliseconds kAcceptPause{100};
+// Keys of the two descriptors that are not connections; connections count up from kFirstId.
+constexpr uint64_t kWakeKey = 0;
+constexpr uint64_t kListenKey = 1;
+constexpr uint64_t kFirstId = 2;
+// The "connection" of the server's own requests (note_refusal): never a real one.
+constexpr uint64_t kNoConnection = 0;
 }  // namespace
 
 struct TcpStoreServer::Impl {
   net::Fd listen_fd;
   net::Fd wake_fd;
   uint16_t port = 0;
-  std::map<uint64_t, std::unique_ptr<ServerConnection>> conns;
+  EventPoller poller{sl::kMaxEventsPerWait};
+  ConnectionTable conns{poller};
   StoreService service{[this](uint64_t c, const store_proto::Message& m) { deliver(c, m); }};
-  uint64_t next_id = 1;
+  uint64_t next_id = kFirstId;
   std::optional<Clock::time_point> accept_paused_until;
+  bool told_out_of_fds = false;  // the warning is logged once per server
   std::vector<char> scratch = std::vector<char>(kScratchBytes);
   std::string secret;  // "" : no authentication
   std::thread thread;
 
   void run();
-  bool poll_once(std::vector<pollfd>& fds, std::vector<ServerConnection*>& order);
-  int poll_timeout_ms() const;
+  bool turn();
+  int timeout_ms() const;
+  // Accepts what the listen queue holds, up to kMaxAcceptsPerWake (the rest next turn).
   void accept_all();
-  void serve(ServerConnection& c, short revents);
+  // Whether a connection waits in the listen queue.
+  bool connection_queued() const;
+  // Out of descriptors: drops the oldest unauthenticated connection; false when there is none.
+  bool make_room(int error);
+  void pause_accepting();
+  void serve(ServerConnection& c, uint32_t events);
   void drop_dead();
+  void note_refusal(const std::string& text);
   void deliver(uint64_t conn, const store_proto::Message& reply);
 };
 
 TcpStoreServer::TcpStoreServer(const TcpStoreServerOptions& options)
     : impl_(std::make_unique<Impl>()) {
   impl_->secret = options.secret;
-  impl_->listen_fd = net::listen_tcp(options.bind_host, options.port);
+  const net::FdLimit before = net::fd_limit();
+  const net::FdLimit now = net::raise_fd_limit(sl::kWantedOpenFiles);
+  if (now.soft > before.soft)
+    log_info("store server: raised this process's limit on open files from ", before.soft, " to ",
+             now.soft, ", to hold many clients");
+  impl_->listen_fd = net::listen_tcp(options.bind_host, options.port, sl::kListenBacklog);
   net::set_nonblocking(impl_->listen_fd.get(), true);
   impl_->port = net::local_port(impl_->listen_fd.get());
   impl_->wake_fd = net::Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   LOCKSTEP_ENFORCE(impl_->wake_fd.valid(), NetworkError,
                    "store server: eventfd failed: ", net::errno_text(errno));
+  impl_->poller.add(impl_->wake_fd.get(), kWakeKey, /*read=*/true, /*write=*/false);
+  impl_->poller.add(impl_->listen_fd.get(), kListenKey, /*read=*/true, /*write=*/false);
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
   log_info("store server listening on ", options.bind_host, ":", impl_->port,
            impl_->secret.empty()
@@ -82,10 +110,8 @@ uint16_t TcpStoreServer::port() const {
 }
 
 void TcpStoreServer::Impl::run() {
-  std::vector<pollfd> fds;
-  std::vector<ServerConnection*> order;
   try {
-    while (poll_once(fds, order)) {
+    while (turn()) {
     }
   } catch (const std::exception& e) {
     log_line(LogLevel::error,
@@ -94,41 +120,33 @@ void TcpStoreServer::Impl::run() {
 }
 
 // One turn of the loop; returns false when asked to stop.
-bool TcpStoreServer::Impl::poll_once(std::vector<pollfd>& fds,
-                                     std::vector<ServerConnection*>& order) {
-  fds.clear();
-  order.clear();
-  fds.push_back({wake_fd.get(), POLLIN, 0});
-  if (accept_paused_until && *accept_paused_until <= Clock::now()) accept_paused_until.reset();
-  fds.push_back({listen_fd.get(), static_cast<short>(accept_paused_until ? 0 : POLLIN), 0});
-  for (auto& [id, c] : conns) {
-    fds.push_back({c->fd(), static_cast<short>(c->wants_write() ? POLLOUT : POLLIN), 0});
-    order.push_back(c.get());
+bool TcpStoreServer::Impl::turn() {
+  if (accept_paused_until && *accept_paused_until <= Clock::now()) {
+    accept_paused_until.reset();
+    poller.modify(listen_fd.get(), kListenKey, /*read=*/true, /*write=*/false);
   }
-  int rc = ::poll(fds.data(), fds.size(), poll_timeout_ms());
-  if (rc < 0 && errno != EINTR)
-    throw NetworkError("store server: poll failed: " + net::errno_text(errno));
-  if (rc > 0 && fds[0].revents) return false;
-  if (rc > 0) {
-    for (size_t i = 0; i < order.size(); ++i)
-      if (fds[i + 2].revents) serve(*order[i], fds[i + 2].revents);
-    if (fds[1].revents & POLLIN) accept_all();
+  bool accept = false;
+  for (const epoll_event& e : poller.wait(timeout_ms())) {
+    if (e.data.u64 == kWakeKey) return false;
+    if (e.data.u64 == kListenKey) {
+      accept = true;
+    } else if (ServerConnection* c = conns.find(e.data.u64)) {
+      serve(*c, e.events);
+    }
   }
-  auto now = Clock::now();
-  service.expire(now);
-  for (auto& [id, c] : conns)
-    if (!c->handshaken() && c->handshake_deadline().at() <= now)
-      c->mark_dead("no handshake within " + std::to_string(kHandshakeTimeout.count()) + " ms");
+  // After serving: a connection dropped above frees its descriptor for the new ones.
+  drop_dead();
+  if (accept) accept_all();
+  service.expire(Clock::now());
+  conns.expire(Clock::now());
   drop_dead();
   return true;
 }
 
-int TcpStoreServer::Impl::poll_timeout_ms() const {
+int TcpStoreServer::Impl::timeout_ms() const {
   std::optional<Clock::time_point> next = service.next_deadline();
-  if (accept_paused_until && (!next || *accept_paused_until < *next)) next = accept_paused_until;
-  for (const auto& [id, c] : conns)
-    if (!c->handshaken() && (!next || c->handshake_deadline().at() < *next))
-      next = c->handshake_deadline().at();
+  for (auto other : {conns.next_deadline(), accept_paused_until})
+    if (other && (!next || *other < *next)) next = other;
   if (!next) return -1;
   auto left = *next - Clock::now();
   if (left <= Clock::duration::zero()) return 0;
@@ -137,29 +155,63 @@ int TcpStoreServer::Impl::poll_timeout_ms() const {
 }
 
 void TcpStoreServer::Impl::accept_all() {
-  for (;;) {
+  for (int i = 0; i < sl::kMaxAcceptsPerWake; ++i) {
     int fd = ::accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      log_warning("store server on port ", port, ": accept failed: ", net::errno_text(errno),
-                  errno == EMFILE || errno == ENFILE
-                      ? " (out of file descriptors: raise `ulimit -n`; retrying shortly)"
-                      : "");
-      accept_paused_until = Clock::now() + kAcceptPause;
-      return;
+      const int error = errno;
+      if (error == EINTR || error == ECONNABORTED) continue;
+      if (error == EAGAIN || error == EWOULDBLOCK) return;
+      // accept(2) fails for want of a descriptor before it looks for a connection: nothing to
+      // make room for unless one is queued.
+      if ((error == EMFILE || error == ENFILE) && !connection_queued()) return;
+      if ((error == EMFILE || error == ENFILE) && make_room(error)) continue;
+      if (error != EMFILE && error != ENFILE)
+        log_warning("store server on port ", port, ": accept failed: ", net::errno_text(error),
+                    "; retrying in ", sl::kAcceptPause.count(), " ms");
+      return pause_accepting();
     }
     net::tune_tcp(fd, 0);
-    uint64_t id = next_id++;
-    conns.emplace(id, std::make_unique<ServerConnection>(
-                          id, net::Fd(fd), Deadline::after(kHandshakeTimeout), secret));
+    conns.add(std::make_unique<ServerConnection>(next_id++, net::Fd(fd),
+                                                 Deadline::after(sl::kHandshakeTimeout), secret));
   }
 }
 
-void TcpStoreServer::Impl::serve(ServerConnection& c, short revents) {
+bool TcpStoreServer::Impl::connection_queued() const {
+  pollfd p{listen_fd.get(), POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+bool TcpStoreServer::Impl::make_room(int error) {
+  if (!told_out_of_fds) {
+    told_out_of_fds = true;
+    log_warning("store server on port ", port, ": out of file descriptors (",
+                net::errno_text(error), ") with ", conns.size(), " connections and a limit of ",
+                net::fd_limit().soft,
+                " open files. From now on, to accept a new connection it drops the oldest one "
+                "that has not finished its handshake, and with none to drop it stops accepting "
+                "for ",
+                sl::kAcceptPause.count(),
+                " ms at a time; its clients are served throughout. If real ranks may be among "
+                "those dropped, raise the limit (`ulimit -n`). (Logged once.)");
+  }
+  ServerConnection* oldest = conns.oldest_in_handshake();
+  if (!oldest) return false;
+  oldest->mark_dead("dropped unauthenticated, to make room: out of file descriptors");
+  conns.update(*oldest);
+  drop_dead();
+  return true;
+}
+
+void TcpStoreServer::Impl::pause_accepting() {
+  accept_paused_until = Clock::now() + sl::kAcceptPause;
+  poller.modify(listen_fd.get(), kListenKey, /*read=*/false, /*write=*/false);
+}
+
+void TcpStoreServer::Impl::serve(ServerConnection& c, uint32_t events) {
   try {
-    if (c.wants_write()) return c.flush();  // polled for POLLOUT only: no reading until sent
-    if (revents & (POLLIN | POLLHUP | POLLERR)) {
+    if (c.wants_write()) {
+      c.flush();  // watched for writing only: no reading until the reply is out
+    } else if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
       c.on_readable(scratch, [&](store_proto::Message&& request) {
         if (service.parked(c.id())) return false;
         service.handle(c.id(), std::move(request));
@@ -169,24 +221,35 @@ void TcpStoreServer::Impl::serve(ServerConnection& c, short revents) {
   } catch (const std::exception& e) {
     c.mark_dead(e.what());
   }
+  conns.update(c);
+}
+
+// Counts a connection refused for its proof in the store itself, for `lockstep doctor`
+// (src/store/refusals.h). Requests of no connection: their replies go nowhere.
+void TcpStoreServer::Impl::note_refusal(const std::string& text) {
+  using store_proto::Command;
+  service.handle(kNoConnection, {.code = static_cast<uint8_t>(Command::add),
+                                 .number = 1,
+                                 .strings = {kRefusedCountKey}});
+  service.handle(kNoConnection, {.code = static_cast<uint8_t>(Command::set),
+                                 .strings = {kRefusedLastKey, text}});
 }
 
 void TcpStoreServer::Impl::drop_dead() {
-  for (auto it = conns.begin(); it != conns.end();) {
-    if (!it->second->dead()) {
-      ++it;
-      continue;
-    }
-    log_info("store server on port ", port, ": dropped connection from ", it->second->peer(), ": ",
-             it->second->reason());
-    service.forget(it->first);
-    it = conns.erase(it);
-  }
+  conns.drop_dead([this](ServerConnection& c) {
+    const std::string text = detail::concat(
+        "store server on port ", port, ": dropped connection from ", c.peer(), ": ", c.reason());
+    log_line(c.refused() ? LogLevel::warning : LogLevel::info, text);
+    service.forget(c.id());
+    if (c.failed_auth()) note_refusal(text);
+  });
 }
 
 void TcpStoreServer::Impl::deliver(uint64_t conn, const store_proto::Message& reply) {
-  auto it = conns.find(conn);
-  if (it != conns.end()) it->second->queue(reply);
+  if (ServerConnection* c = conns.find(conn)) {
+    c->queue(reply);
+    conns.update(*c);
+  }
 }
 
 }  // namespace lockstep

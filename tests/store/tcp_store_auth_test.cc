@@ -10,6 +10,7 @@
 #include "lockstep/core/error.h"
 #include "lockstep/store/tcp_store.h"
 #include "net/auth.h"
+#include "store/refusals.h"
 #include "store_test_util.h"
 
 namespace lockstep::store_test {
@@ -108,6 +109,11 @@ TEST_F(TcpStoreAuth, AForgedProofIsDroppedBeforeAnyRequestIsServed) {
   EXPECT_EQ(seen, 0u) << "the server answered a client that failed authentication";
   EXPECT_FALSE(job_->check({"stolen"}));
   expect_job_unharmed();
+  // Counted in the store for `lockstep doctor`, with the refusing server's line (its address).
+  const Refusals refused = read_refusals(*job_);
+  EXPECT_EQ(refused.count, 1);
+  EXPECT_CONTAINS(refused.last, "dropped connection from 127.0.0.1:");
+  EXPECT_CONTAINS(refused.last, "does not know the job's secret");
 }
 
 // A proof is bound to both nonces: one made for another connection's server nonce (a replay) is

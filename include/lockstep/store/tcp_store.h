@@ -5,7 +5,10 @@
 // without disturbing others. With a job secret (the usual case under `lockstep run`), client and
 // server then prove to each other that they know it before any key is read or written. Every request and reply is length-prefixed, and lengths are bounded
 // (kMaxKeyBytes, kMaxValueBytes), so a malformed message cannot make the server allocate
-// gigabytes: the offending connection is dropped instead.
+// gigabytes: the offending connection is dropped instead. A connection that does not finish its
+// handshake in time, or sends a request (or takes a reply) too slowly, is dropped too, and one
+// short of file descriptors makes room by dropping unauthenticated connections, so thousands of
+// idle or crawling clients cannot stop the job's rendezvous (docs/security.md).
 #pragma once
 
 #include <cstdint>
