@@ -18,16 +18,6 @@
 
 namespace lockstep::store_test {
 
-namespace {
-
-std::string le(uint64_t v, size_t bytes) {
-  std::string out;
-  for (size_t i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-  return out;
-}
-
-}  // namespace
-
 milliseconds run_rendezvous(uint16_t port, int ranks, const std::string& secret,
                             milliseconds timeout) {
   // Each rendezvous on a server uses keys of its own, so one server can host several.

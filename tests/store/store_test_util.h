@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <typeinfo>
@@ -27,6 +28,13 @@ using lockstep::testing::message_of;
       << "did not expect \"" << (part) << "\" in:\n  " << (text)
 
 // A plain blocking TCP connection to 127.0.0.1:port.
+// `v` as `bytes` little-endian bytes: the wire's integers (src/store/protocol.h).
+inline std::string le(uint64_t v, size_t bytes) {
+  std::string out;
+  for (size_t i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  return out;
+}
+
 net::Fd raw_connect(uint16_t port);
 void raw_send(int fd, std::string_view bytes);
 // Reads exactly n bytes (NetworkError on close, TimeoutError after 5 s).

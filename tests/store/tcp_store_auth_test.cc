@@ -19,11 +19,6 @@ namespace {
 constexpr const char* kSecret = "correct horse battery staple";
 constexpr const char* kOther = "incorrect mule";
 
-std::string le(uint64_t v, size_t bytes) {
-  std::string out;
-  for (size_t i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-  return out;
-}
 // Nonces and proofs are both 32 bytes.
 std::string bytes_of(const auth::Nonce& n) { return std::string(n.begin(), n.end()); }
 

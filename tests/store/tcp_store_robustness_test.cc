@@ -13,12 +13,6 @@
 namespace lockstep::store_test {
 namespace {
 
-std::string le(uint64_t v, size_t bytes) {
-  std::string out;
-  for (size_t i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-  return out;
-}
-
 std::string handshake() {
   return "LKST" + le(2, 4);
 }
