@@ -115,7 +115,7 @@ TEST(LauncherSecret, TheSecretAppearsInNoLogDumpOrSummary) {
   const std::string lockstep = lockstep_run({}).front();
   const std::string script =
       lockstep + " bench --backend tcp --op all_reduce --min-bytes 4 --max-bytes 4 "
-      "--iters 1000000 & b=$!; sleep 3; kill -TERM $b; wait $b; true";
+      "--iters 1000000 & b=$!; sleep 6; kill -TERM $b; wait $b; true";
   auto r = launch({"--standalone", "--nproc-per-node", "2", "--secret-file", path, "--log-dir",
                    dir.path() + "/logs", "--tee", "3", "/bin/sh", "-c", script},
                   {{"LOCKSTEP_DEBUG", "INFO"}, {"LOCKSTEP_TRACE_DIR", dir.path() + "/trace"},
