@@ -2,9 +2,7 @@
 
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <cstring>
 
 #include "lockstep/core/error.h"
 
@@ -49,44 +47,32 @@ void ServerConnection::on_readable(std::span<char> scratch, const RequestFn& on_
 }
 
 void ServerConnection::check_handshake(const char** p, const char* end) {
-  namespace sp = store_proto;
-  static const std::string kPrefix = sp::handshake_bytes();
+  using Result = store_proto::ClientHandshakeReader::Result;
   while (*p < end && !handshaken() && !dead()) {
-    const size_t want = stage_ == Stage::hello ? sp::kClientHelloBytes : sp::kClientProofBytes;
-    const size_t take = std::min<size_t>(want - handshake_in_.size(), end - *p);
-    handshake_in_.append(*p, take);
-    *p += take;
-    // The prefix is checked byte by byte as it comes: a stray client is dropped at once.
-    if (stage_ == Stage::hello &&
-        kPrefix.compare(0, std::min(handshake_in_.size(), kPrefix.size()), handshake_in_, 0,
-                        std::min(handshake_in_.size(), kPrefix.size())) != 0)
-      return mark_dead(
-          "bad handshake: not a lockstep store client, or one speaking another protocol "
-          "version");
-    if (handshake_in_.size() < want) return;
-    if (stage_ == Stage::hello) {
-      std::memcpy(client_nonce_.data(), handshake_in_.data() + sp::kHandshakeBytes,
-                  client_nonce_.size());
-      server_nonce_ = auth::make_nonce();
-      auth::Proof proof{};
-      if (!secret_.empty())
-        proof = auth::prove(secret_, auth::Role::server, client_nonce_, server_nonce_);
-      out_.append(kPrefix);
-      sp::put_u32(out_, secret_.empty() ? 0 : sp::kSecretRequired);
-      out_.append(reinterpret_cast<const char*>(server_nonce_.data()), server_nonce_.size());
-      out_.append(reinterpret_cast<const char*>(proof.data()), proof.size());
-      flush();
-      stage_ = Stage::proof;
-    } else {
-      auth::Proof got;
-      std::memcpy(got.data(), handshake_in_.data(), got.size());
-      if (!secret_.empty() &&
-          !auth::check(secret_, auth::Role::client, server_nonce_, client_nonce_, got))
+    switch (handshake_.feed(p, end)) {
+      case Result::need_more:
+        return;
+      case Result::bad_prefix:
         return mark_dead(
-            "refused: it does not know the job's secret (wrong or missing LOCKSTEP_SECRET)");
-      stage_ = Stage::requests;
+            "bad handshake: not a lockstep store client, or one speaking another protocol "
+            "version");
+      case Result::hello: {
+        server_nonce_ = auth::make_nonce();
+        auth::Proof proof{};
+        if (!secret_.empty())
+          proof = auth::prove(secret_, auth::Role::server, handshake_.client_nonce(), server_nonce_);
+        out_.append(store_proto::server_hello(!secret_.empty(), server_nonce_, proof));
+        flush();
+        break;
+      }
+      case Result::proof:
+        if (!secret_.empty() && !auth::check(secret_, auth::Role::client, server_nonce_,
+                                             handshake_.client_nonce(), handshake_.proof()))
+          return mark_dead(
+              "refused: it does not know the job's secret (wrong or missing LOCKSTEP_SECRET)");
+        proof_accepted_ = true;
+        break;
     }
-    handshake_in_.clear();
   }
 }
 

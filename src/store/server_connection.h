@@ -17,6 +17,7 @@
 #include "lockstep/core/deadline.h"
 #include "net/auth.h"
 #include "net/socket.h"
+#include "store/handshake.h"
 #include "store/protocol.h"
 
 namespace lockstep::store_detail {
@@ -38,7 +39,7 @@ class ServerConnection {
 
   bool wants_write() const { return sent_ < out_.size(); }
   // Hellos exchanged and the client's proof accepted: requests may follow.
-  bool handshaken() const { return stage_ == Stage::requests; }
+  bool handshaken() const { return proof_accepted_; }
   const Deadline& handshake_deadline() const { return handshake_deadline_; }
   bool dead() const { return !reason_.empty(); }
   void mark_dead(std::string reason);
@@ -58,9 +59,8 @@ class ServerConnection {
   std::string peer_;
   Deadline handshake_deadline_;
   std::string_view secret_;
-  enum class Stage { hello, proof, requests } stage_ = Stage::hello;
-  std::string handshake_in_;  // the hello or proof so far
-  auth::Nonce client_nonce_{};
+  store_proto::ClientHandshakeReader handshake_;
+  bool proof_accepted_ = false;  // the proof was read, and checked when there is a secret
   auth::Nonce server_nonce_{};
   store_proto::MessageParser parser_{store_proto::Direction::request};
   std::string out_;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "lockstep/core/error.h"
+#include "torch/checkpoint_archive.h"
 
 namespace lockstep::torch {
 namespace {
@@ -184,6 +185,11 @@ void read_checkpoint(const std::string& path, CheckpointState* state) {
     throw InvalidArgument(concat("checkpoint ", path, " cannot be read as a LibTorch archive: ",
                                  e.what_without_backtrace()));
   }
+  read_checkpoint_archive(root, path, state);
+}
+
+void read_checkpoint_archive(::torch::serialize::InputArchive& root, const std::string& path,
+                             CheckpointState* state) {
   c10::IValue version;
   if (!root.try_read(kFormatKey, version) || !version.isInt()) {
     throw InvalidArgument(concat("checkpoint ", path, " is a LibTorch archive but not a lockstep ",
