@@ -33,7 +33,8 @@ std::string node_entry(const NodeInfo& node, const std::string& run_id,
                        std::optional<int> master_port);
 
 // The attempt's layout as node `node_rank` sees it, from every node's entry (by node rank).
-// StoreError naming the node for a malformed entry; ConfigError when a node runs with another
+// StoreError naming the node for a malformed entry (a missing field, or a number that is not one,
+// or outside what `lockstep run` accepts); ConfigError when a node runs with another
 // --max-restarts than `max_restarts`.
 WorldLayout parse_world_layout(const std::vector<std::string>& entries, int node_rank,
                                int max_restarts);
@@ -42,8 +43,9 @@ WorldLayout parse_world_layout(const std::vector<std::string>& entries, int node
 // tabs and line breaks of `what` made spaces (it is one field).
 std::string failure_report(const RemoteFailure& failure);
 
-// Reads a failure report back. A malformed one still ends the attempt: it reads as a failure of
-// node 0 with exit code 1 that says so.
+// Reads a failure report back. A malformed one (too few fields, a node or exit code that is not a
+// number) still ends the attempt: it reads as a failure of node 0 with exit code 1 that says so
+// and quotes it.
 RemoteFailure parse_failure_report(const std::string& text);
 
 }  // namespace lockstep::launcher
