@@ -10,6 +10,8 @@ namespace {
 
 using detail::concat;
 
+constexpr size_t kChunkBytes = 64 << 10;
+
 std::string hex32(uint32_t value) {
   std::ostringstream out;
   out << "0x" << std::hex;
@@ -56,6 +58,17 @@ std::vector<int64_t> read_idx_dims(IdxSource& source, const std::string& path, i
   return dims;
 }
 
+// The product of the dimensions: the bytes of data. InvalidArgument when it does not fit a tensor
+// (an int64 element count), which no real file comes near.
+size_t data_bytes(const std::vector<int64_t>& dims, const std::string& path) {
+  int64_t product = 1;
+  for (int64_t d : dims)
+    if (__builtin_mul_overflow(product, d, &product))
+      throw InvalidArgument(concat("IDX file ", path, " announces ", idx_dims_text(dims),
+                                   " bytes of data, more than a tensor can hold; is it corrupt?"));
+  return static_cast<size_t>(product);
+}
+
 }  // namespace
 
 std::string idx_dims_text(const std::vector<int64_t>& dims) {
@@ -68,16 +81,25 @@ IdxData read_idx_data(IdxSource& source, const std::string& path, uint32_t expec
   IdxData out;
   const int ndims = read_idx_magic(source, path, expected_magic);
   out.dims = read_idx_dims(source, path, ndims);
-  size_t expected = 1;
-  for (int64_t d : out.dims) expected *= static_cast<size_t>(d);
-  out.bytes.resize(expected);
-  const size_t got = source.read(out.bytes.data(), expected);
+  const size_t expected = data_bytes(out.dims, path);
+  // Read in chunks, so that memory grows with the bytes the file really holds, not with what its
+  // header announces (a corrupt 20-byte file may announce terabytes). The vector grows
+  // geometrically, and gives back its slack once the data is all in.
+  size_t got = 0;
+  while (got < expected) {
+    const size_t want = std::min(expected - got, kChunkBytes);
+    out.bytes.resize(got + want);
+    const size_t n = source.read(out.bytes.data() + got, want);
+    got += n;
+    if (n < want) break;
+  }
   if (got < expected) {
     throw InvalidArgument(concat(
         "IDX file ", path, " is truncated: its header says ", idx_dims_text(out.dims), " = ",
         expected, " bytes of data, but it holds ", got,
         source.ended_early() ? " (the gzip stream ends early)" : "", "; download or reinstall it"));
   }
+  out.bytes.shrink_to_fit();
   char extra[4096];
   const size_t trailing = source.read(extra, sizeof extra);
   if (trailing > 0) {
