@@ -17,6 +17,8 @@ LOCKSTEP_BUILD_DIR="${LOCKSTEP_BUILD_DIR:-$LOCKSTEP_ROOT/build}"
 # the Python package (lockstep as a torch.distributed backend), tested with python3-pytest.
 # libssl-dev: OpenSSL's libcrypto, for the HMAC that authenticates a job's connections.
 # doxygen builds the API reference (the `docs` target, tested by CTest's api_reference).
+# clang and libclang-rt-14-dev (libFuzzer and clang's sanitizers) build the fuzz harnesses
+# (scripts/fuzz.sh, which scripts/test.sh runs briefly).
 LOCKSTEP_APT_PACKAGES=(
   cmake
   ninja-build
@@ -37,6 +39,8 @@ LOCKSTEP_APT_PACKAGES=(
   pybind11-dev
   python3-pytest
   doxygen
+  clang
+  libclang-rt-14-dev
 )
 
 lockstep_package_installed() {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds everything (installing missing Debian packages first) and runs the whole test suite, then
-# the group tests again under AddressSanitizer (scripts/sanitize.sh). Exits non-zero when any test
-# fails. Extra arguments go to ctest (e.g. scripts/test.sh -R bench), and skip the ASan run, as
-# does LOCKSTEP_SKIP_ASAN=1.
+# the group tests again under AddressSanitizer (scripts/sanitize.sh), then every fuzz harness
+# briefly (scripts/fuzz.sh --brief, in <build>/fuzz). Exits non-zero when any test fails or a
+# harness crashes. Extra arguments go to ctest (e.g. scripts/test.sh -R bench), and skip the ASan
+# and fuzz runs, as do LOCKSTEP_SKIP_ASAN=1 and LOCKSTEP_SKIP_FUZZ=1.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 lockstep_setup
@@ -10,4 +11,8 @@ ctest --test-dir "$LOCKSTEP_BUILD_DIR" --output-on-failure --no-tests=error \
   -j "${LOCKSTEP_JOBS:-$(nproc)}" "$@"
 if (($# == 0)) && [[ "${LOCKSTEP_SKIP_ASAN:-0}" != 1 ]]; then
   bash "$LOCKSTEP_ROOT/scripts/sanitize.sh"
+fi
+if (($# == 0)) && [[ "${LOCKSTEP_SKIP_FUZZ:-0}" != 1 ]]; then
+  LOCKSTEP_FUZZ_BUILD_DIR="${LOCKSTEP_FUZZ_BUILD_DIR:-$LOCKSTEP_BUILD_DIR/fuzz}" \
+    bash "$LOCKSTEP_ROOT/scripts/fuzz.sh" --brief
 fi

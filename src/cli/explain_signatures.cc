@@ -39,13 +39,68 @@ int parse_int(const std::string& value, int min, int max, const std::string& whe
   return static_cast<int>(v);
 }
 
-// Index just past the character class that starts at pattern[i] == '['.
+// Index just past the character class that starts at pattern[i] == '['. In ECMAScript the first
+// unescaped ']' closes it, even right after '[' or "[^" ("[]" matches nothing, "[^]" anything).
 size_t skip_class(std::string_view p, size_t i) {
   ++i;
   if (i < p.size() && p[i] == '^') ++i;
-  if (i < p.size() && p[i] == ']') ++i;
   while (i < p.size() && p[i] != ']') i += p[i] == '\\' ? 2 : 1;
   return i + 1;
+}
+
+// The largest repeat count ({n,m}) or back-reference number (\n) a pattern may hold. std::regex
+// (libstdc++) reads these numbers into a long without checking for overflow (undefined behaviour
+// from 19 digits on), and expands a count into that many states; no log pattern needs more.
+constexpr long kMaxPatternNumber = 1000;
+
+// The digits at p[i], and whether they exceed kMaxPatternNumber.
+struct Digits {
+  size_t end;
+  bool too_big;
+};
+Digits digits_at(std::string_view p, size_t i) {
+  size_t end = i;
+  while (end < p.size() && std::isdigit(static_cast<unsigned char>(p[end]))) ++end;
+  const std::string_view d = p.substr(i, end - i);
+  return {end, d.size() > 4 || (!d.empty() && std::stol(std::string(d)) > kMaxPatternNumber)};
+}
+
+// The first back-reference number or repeat count in `pattern` beyond kMaxPatternNumber, as
+// written ("" when there is none). Character classes, where digits and braces are plain
+// characters, are skipped.
+std::string oversized_number(std::string_view p) {
+  for (size_t i = 0; i < p.size();) {
+    size_t first = std::string_view::npos;  // where the number starts
+    if (p[i] == '[') {
+      i = skip_class(p, i);
+      continue;
+    }
+    if (p[i] == '\\' && i + 1 < p.size() && p[i + 1] >= '1' && p[i + 1] <= '9') first = i + 1;
+    if (p[i] == '{') first = i + 1;
+    if (first == std::string_view::npos) {
+      i += p[i] == '\\' ? 2 : 1;
+      continue;
+    }
+    Digits d = digits_at(p, first);
+    if (!d.too_big && p[i] == '{' && d.end < p.size() && p[d.end] == ',') {
+      first = d.end + 1;  // {n,m}
+      d = digits_at(p, first);
+    }
+    if (d.too_big) return std::string(p.substr(first, d.end - first));
+    i = d.end;
+  }
+  return "";
+}
+
+// Index just past the operand of the ECMAScript escape \e whose letter ends at pattern[i]: the
+// hex digits of \xHH and \uHHHH, the letter of \cX, the further digits of a back-reference \12.
+// They stand for one character, or none, never for themselves.
+size_t skip_escape_operand(std::string_view p, char e, size_t i) {
+  const size_t length = e == 'x' ? 2 : e == 'u' ? 4 : e == 'c' ? 1 : 0;
+  if (length > 0) return std::min(p.size(), i + length);
+  if (std::isdigit(static_cast<unsigned char>(e)))
+    while (i < p.size() && std::isdigit(static_cast<unsigned char>(p[i]))) ++i;
+  return i;
 }
 
 // Parses a signatures file line by line; one instance per file.
@@ -113,6 +168,10 @@ class Parser {
   }
 
   Pattern compile(const std::string& text) const {
+    if (std::string big = oversized_number(text); !big.empty())
+      throw error(concat("signature '", current_->id, "': regular expression '", text,
+                         "' holds the repeat count or back-reference ", big, "; at most ",
+                         kMaxPatternNumber, " is supported"));
     try {
       return {text, std::regex(text, std::regex::ECMAScript | std::regex::optimize),
               required_literal(text)};
@@ -177,10 +236,12 @@ std::string required_literal(std::string_view p) {
     if (c == '\\' && i + 1 < p.size()) {
       const char e = p[i + 1];
       i += 2;
-      if (std::isalnum(static_cast<unsigned char>(e)))
-        end_run();  // \d, \w, \b, \1, ...
-      else if (depth == 0)
+      if (std::isalnum(static_cast<unsigned char>(e))) {
+        end_run();  // \d, \w, \b, \1, ...: not the character itself
+        i = skip_escape_operand(p, e, i);
+      } else if (depth == 0) {
         run += e;  // \( \. \[ ...
+      }
       continue;
     }
     if (c == '[') {

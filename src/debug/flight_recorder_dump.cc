@@ -17,6 +17,23 @@ namespace {
 namespace fs = std::filesystem;
 using json::OrderedJson;
 
+// Times are microseconds since 1970 (0 or less: not yet), so no real one is near this bound
+// (about 73,000 years either way); within it, `lockstep trace` can subtract any two of them
+// without overflowing.
+constexpr int64_t kMaxTimeUs = int64_t{1} << 61;
+
+// The largest group a dump may claim: the trace's verdict keeps a slot and prints a line item per
+// rank of a group, so a dump claiming a group of 2^31 ranks must not make it allocate for that
+// many. No job comes near it.
+constexpr int kMaxGroupSize = 1 << 20;
+
+int64_t time_us(const json::Json& obj, std::string_view key) {
+  const int64_t t = json::integer(obj, key);
+  LOCKSTEP_ENFORCE(t >= -kMaxTimeUs && t <= kMaxTimeUs, InvalidArgument, "JSON: member \"", key,
+                   "\" is not a time in microseconds since 1970: ", t);
+  return t;
+}
+
 std::string file_safe(std::string name) {
   for (char& c : name)
     if (c == '/' || c == '\\' || c == ' ') c = '_';
@@ -49,9 +66,9 @@ OpRecord op_from_json(const json::Json& v) {
              .peer = json::int32(v, "peer"),
              .count = json::unsigned_integer(v, "count"),
              .bytes = json::unsigned_integer(v, "bytes"),
-             .enqueued_us = json::integer(v, "enqueued_us"),
-             .started_us = json::integer(v, "started_us"),
-             .ended_us = json::integer(v, "ended_us")};
+             .enqueued_us = time_us(v, "enqueued_us"),
+             .started_us = time_us(v, "started_us"),
+             .ended_us = time_us(v, "ended_us")};
   const std::string& state = json::string(v, "state");
   auto parsed = parse_op_state(state);
   LOCKSTEP_ENFORCE(parsed.has_value(), InvalidArgument, "op ", r.label(), " has state \"", state,
@@ -124,13 +141,15 @@ Dump dump_from_json(const std::string& text, const std::string& origin) {
            .pid = json::int32(v, "pid"),
            .backend = json::string(v, "backend"),
            .reason = json::string(v, "reason"),
-           .dumped_us = json::integer(v, "dumped_us"),
+           .dumped_us = time_us(v, "dumped_us"),
            .capacity = json::unsigned_integer(v, "capacity"),
            .recorded = json::unsigned_integer(v, "recorded"),
            .progress = {.entered = json::unsigned_integer(v, "entered"),
                         .completed = json::unsigned_integer(v, "completed")}};
-    LOCKSTEP_ENFORCE(d.size >= 1 && d.rank >= 0 && d.rank < d.size, InvalidArgument, "rank ",
-                     d.rank, " is not in a group of size ", d.size);
+    LOCKSTEP_ENFORCE(d.size >= 1 && d.size <= kMaxGroupSize, InvalidArgument, "a group of size ",
+                     d.size, " is not one a job can have (1 to ", kMaxGroupSize, " ranks)");
+    LOCKSTEP_ENFORCE(d.rank >= 0 && d.rank < d.size, InvalidArgument, "rank ", d.rank,
+                     " is not in a group of size ", d.size);
     const auto& ops = json::array(v, "ops");
     for (size_t i = 0; i < ops.size(); ++i) {
       try {

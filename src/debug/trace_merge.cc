@@ -72,16 +72,30 @@ LoadedDumps load_dumps(const std::string& dir) {
   for (const auto& entry : fs::directory_iterator(dir, ec))
     if (entry.path().extension() == ".json") files.push_back(entry.path());
   LOCKSTEP_ENFORCE(!ec, InvalidArgument, "cannot list ", dir, ": ", ec.message());
-  LoadedDumps out;
+  std::vector<DumpFile> read;
+  LoadedDumps unreadable;
   for (const fs::path& file : files) {
     try {
-      std::string text = read_file(file);
-      if (!looks_like_dump(text)) continue;
-      out.dumps.push_back(dump_from_json(text, file.string()));
+      read.push_back({file.string(), read_file(file)});
+    } catch (const std::exception& e) {
+      unreadable.problems.push_back(file.string() + ": " + e.what());
+    }
+  }
+  LoadedDumps out = parse_dumps(read);
+  out.problems.insert(out.problems.begin(), unreadable.problems.begin(),
+                      unreadable.problems.end());
+  return out;
+}
+
+LoadedDumps parse_dumps(const std::vector<DumpFile>& files) {
+  LoadedDumps out;
+  for (const DumpFile& file : files) {
+    try {
+      if (!looks_like_dump(file.text)) continue;
+      out.dumps.push_back(dump_from_json(file.text, file.path));
     } catch (const std::exception& e) {
       std::string what = e.what();
-      out.problems.push_back(what.rfind(file.string(), 0) == 0 ? what
-                                                               : file.string() + ": " + what);
+      out.problems.push_back(what.rfind(file.path, 0) == 0 ? what : file.path + ": " + what);
     }
   }
   std::sort(out.dumps.begin(), out.dumps.end(), [](const Dump& a, const Dump& b) {

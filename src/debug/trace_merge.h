@@ -30,6 +30,16 @@ struct LoadedDumps {
 // Throws InvalidArgument when dir is not a readable directory.
 LoadedDumps load_dumps(const std::string& dir);
 
+// One file of a trace directory, as read.
+struct DumpFile {
+  std::string path;
+  std::string text;
+};
+
+// What load_dumps makes of the files it read: the dumps among them, sorted, with only the newest
+// of several dumps of one rank kept; malformed dumps and the older dumps are listed in problems.
+LoadedDumps parse_dumps(const std::vector<DumpFile>& files);
+
 // The Chrome trace JSON of the dumps.
 std::string chrome_trace(const std::vector<Dump>& dumps, const std::string& verdict);
 

@@ -26,13 +26,6 @@ std::string key(int attempt, const std::string& rest) {
   return "lockstep_launcher/a" + std::to_string(attempt) + "/" + rest;
 }
 
-std::vector<std::string> split_tabs(const std::string& text) {
-  std::vector<std::string> fields;
-  std::istringstream in(text);
-  for (std::string field; std::getline(in, field, '\t');) fields.push_back(field);
-  return fields;
-}
-
 std::string make_run_id() {
   std::random_device random;
   std::ostringstream out;
@@ -174,9 +167,9 @@ WorldLayout NodeSync::join(int attempt) {
     NodeInfo self{host_, options_.nproc_per_node, options_.max_restarts};
     return WorldLayout{0, options_.nproc_per_node, run_id_, master_port, {self}};
   }
-  std::string entry = detail::concat(host_, '\t', options_.nproc_per_node, '\t',
-                                     options_.max_restarts, '\t', run_id_);
-  if (options_.node_rank == 0) entry += detail::concat('\t', master_port);
+  const std::string entry =
+      node_entry({host_, options_.nproc_per_node, options_.max_restarts}, run_id_,
+                 options_.node_rank == 0 ? std::optional<int>(master_port) : std::nullopt);
   store_->set(key(attempt, "node/" + std::to_string(options_.node_rank)), entry);
   std::vector<std::string> keys;
   for (int r = 0; r < options_.nnodes; ++r)
@@ -193,56 +186,20 @@ WorldLayout NodeSync::join(int attempt) {
         " --node-rank R ...' on each missing node with the same --master-addr and "
         "--master-port, or raise --rdzv-timeout"));
   }
-  WorldLayout layout = layout_of(store_->multi_get(keys, kSlice * 4));
+  WorldLayout layout = parse_world_layout(store_->multi_get(keys, kSlice * 4),
+                                          options_.node_rank, options_.max_restarts);
   joined_ = true;
-  return layout;
-}
-
-WorldLayout NodeSync::layout_of(const std::vector<std::string>& values) const {
-  WorldLayout layout;
-  for (size_t r = 0; r < values.size(); ++r) {
-    auto fields = split_tabs(values[r]);
-    if (fields.size() < 4)
-      throw StoreError(
-          detail::concat("node ", r, " registered a malformed entry '", values[r], "'"));
-    NodeInfo info{fields[0], std::stoi(fields[1]), std::stoi(fields[2])};
-    if (info.max_restarts != options_.max_restarts)
-      throw ConfigError(detail::concat("node ", r, " (", info.host, ") runs with --max-restarts ",
-                                       info.max_restarts, " but node ", options_.node_rank,
-                                       " with ", options_.max_restarts,
-                                       "; every node must run the same command"));
-    if (static_cast<int>(r) < options_.node_rank) layout.rank_offset += info.nproc;
-    layout.world_size += info.nproc;
-    if (r == 0) {
-      layout.run_id = fields[3];
-      if (fields.size() < 5)
-        throw StoreError(detail::concat("node 0 registered no MASTER_PORT ('", values[r],
-                                        "'): every node must run the same lockstep version"));
-      layout.master_port = std::stoi(fields[4]);
-    }
-    layout.nodes.push_back(info);
-  }
   return layout;
 }
 
 std::optional<RemoteFailure> NodeSync::check_failure(int attempt) {
   if (options_.nnodes == 1 || !store_->check({key(attempt, "failed")})) return std::nullopt;
-  auto fields = split_tabs(store_->get(key(attempt, "failed"), kSlice * 4));
-  if (fields.size() < 4)
-    return RemoteFailure{.node_rank = 0, .exit_code = 1, .what = "malformed failure report"};
-  return RemoteFailure{.node_rank = std::stoi(fields[0]),
-                       .exit_code = std::stoi(fields[1]),
-                       .what = fields[2],
-                       .restartable = fields[3] == "1"};
+  return parse_failure_report(store_->get(key(attempt, "failed"), kSlice * 4));
 }
 
 void NodeSync::report_failure(int attempt, const RemoteFailure& failure) {
   if (options_.nnodes == 1) return;
-  std::string what = failure.what;  // one field: no tabs or line breaks
-  std::replace_if(what.begin(), what.end(), [](char c) { return c == '\t' || c == '\n'; }, ' ');
-  store_->compare_set(key(attempt, "failed"), "",
-                      detail::concat(failure.node_rank, '\t', failure.exit_code, '\t', what,
-                                     '\t', failure.restartable ? 1 : 0));
+  store_->compare_set(key(attempt, "failed"), "", failure_report(failure));
 }
 
 std::optional<RemoteFailure> NodeSync::wait_outcome(int attempt) {

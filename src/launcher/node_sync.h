@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "launcher/attempt.h"
+#include "launcher/node_sync_records.h"
 #include "launcher/options.h"
 #include "lockstep/core/deadline.h"
 #include "lockstep/core/error.h"
@@ -43,21 +44,6 @@ class Interrupted : public Error {
  public:
   explicit Interrupted(int sig) : Error("interrupted by a signal"), signal(sig) {}
   int signal;
-};
-
-struct NodeInfo {
-  std::string host;
-  int nproc = 0;
-  int max_restarts = 0;
-};
-
-// Where this node's ranks sit in one attempt's world.
-struct WorldLayout {
-  int rank_offset = 0;  // global rank of this node's local rank 0
-  int world_size = 0;
-  std::string run_id;  // node 0's
-  int master_port = 0;  // MASTER_PORT for this attempt: free on node 0 when it was picked
-  std::vector<NodeInfo> nodes;
 };
 
 class NodeSync {
@@ -92,7 +78,6 @@ class NodeSync {
   void connect();
   bool wait_keys(const std::vector<std::string>& keys, Deadline deadline);
   void check_signals();
-  WorldLayout layout_of(const std::vector<std::string>& values) const;
 
   const LaunchOptions& options_;
   SignalCatcher& signals_;

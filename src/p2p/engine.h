@@ -43,11 +43,11 @@
 #include "lockstep/core/deadline.h"
 #include "lockstep/core/dtype.h"
 #include "p2p/channel.h"
+#include "p2p/frames.h"  // kEagerBytes
 
 namespace lockstep::p2p {
 
 inline constexpr int kAnySource = -1;
-inline constexpr uint64_t kEagerBytes = 64 * 1024;
 
 // One send or recv of a post.
 struct Request {

@@ -36,6 +36,9 @@ void check_frame(const FrameHeader& h, int peer) {
   LOCKSTEP_ENFORCE(!text || h.bytes <= kMaxTextBytes, NetworkError, "rank ", peer, " sent a ",
                    frame_kind_name(h.kind), " frame of ", h.bytes,
                    " bytes of text: the stream is corrupt. Restart the job");
+  LOCKSTEP_ENFORCE(h.kind != FrameKind::eager || h.bytes <= kEagerBytes, NetworkError, "rank ",
+                   peer, " sent an eager frame of ", h.bytes, " bytes (eager messages are at most ",
+                   kEagerBytes, "): the stream is corrupt. Restart the job");
   LOCKSTEP_ENFORCE(h.dtype <= static_cast<uint8_t>(DType::boolean), NetworkError, "rank ", peer,
                    " sent a frame with an unknown dtype (", int(h.dtype),
                    "): the stream is corrupt. Restart the job");

@@ -43,13 +43,18 @@ static_assert(sizeof(FrameHeader) == 40, "the frame header has a fixed size");
 
 // Whether this kind of frame is followed by `bytes` bytes of payload on the stream.
 bool carries_payload(FrameKind kind);
-// Throws NetworkError when h is not a frame a lockstep engine writes (corrupt stream), naming
-// `peer` ("rank 1").
+// Throws NetworkError when h is not a frame a lockstep engine writes (corrupt stream: an unknown
+// magic, kind or dtype, an eager frame over kEagerBytes, a text over kMaxTextBytes), naming `peer`
+// ("rank 1").
 void check_frame(const FrameHeader& h, int peer);
 // "eager", "rts", ...
 const char* frame_kind_name(FrameKind kind);
 
 // Payload texts longer than this are cut (they are messages for people).
 inline constexpr uint64_t kMaxTextBytes = 64 * 1024;
+// Messages up to this size go as one eager frame, larger ones as rts (engine.h, [Protocols]). A
+// receiver sets aside room for an eager message no recv has claimed yet, so check_frame refuses
+// a larger eager frame rather than let a corrupt stream ask for any amount of memory.
+inline constexpr uint64_t kEagerBytes = 64 * 1024;
 
 }  // namespace lockstep::p2p

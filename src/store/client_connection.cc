@@ -4,9 +4,9 @@
 #include <sys/socket.h>
 
 #include <cerrno>
-#include <cstring>
 
 #include "lockstep/core/error.h"
+#include "store/handshake.h"
 
 namespace lockstep::store_detail {
 
@@ -56,45 +56,11 @@ void ClientConnection::handshake(Deadline deadline, const std::string& secret) {
         "runs a different lockstep version. Check MASTER_ADDR/MASTER_PORT and that every "
         "process uses the same lockstep build."));
   }
-  const auth::Nonce theirs = check_server_hello(secret, mine);
+  const auth::Nonce theirs = sp::check_server_hello(in_, secret, mine, where_);
   auth::Proof proof{};
   if (!secret.empty()) proof = auth::prove(secret, auth::Role::client, theirs, mine);
   send_all("handshake", reinterpret_cast<const char*>(proof.data()), proof.size(), deadline);
   in_pos_ = sp::kServerHelloBytes;
-}
-
-auth::Nonce ClientConnection::check_server_hello(const std::string& secret,
-                                                 const auth::Nonce& mine) {
-  namespace sp = store_proto;
-  const std::string prefix = sp::handshake_bytes();
-  if (in_.compare(0, prefix.size(), prefix) != 0)
-    throw NetworkError(detail::concat(
-        "the server at ", where_.substr(where_.rfind(' ') + 1),
-        " answered the handshake with unexpected bytes: it is not a lockstep store server (or "
-        "a different protocol version). Check MASTER_ADDR/MASTER_PORT."));
-  const bool server_has_secret = (sp::get_u32(in_.data() + prefix.size()) & sp::kSecretRequired) != 0;
-  if (server_has_secret && secret.empty())
-    throw AuthError(detail::concat(
-        where_, " requires the job's secret, and this process has none. Fix: start it under "
-        "`lockstep run` (which passes the secret to its ranks), or set LOCKSTEP_SECRET or "
-        "LOCKSTEP_SECRET_FILE as on the other nodes"));
-  if (!server_has_secret && !secret.empty())
-    throw AuthError(detail::concat(
-        where_, " runs without a secret, but this process has one (LOCKSTEP_SECRET or "
-        "LOCKSTEP_SECRET_FILE), so the server cannot prove it belongs to this job. Fix: give "
-        "every node the same --secret-file, or unset the secret everywhere"));
-  auth::Nonce theirs;
-  std::memcpy(theirs.data(), in_.data() + prefix.size() + 4, theirs.size());
-  if (server_has_secret) {
-    auth::Proof proof;
-    std::memcpy(proof.data(), in_.data() + prefix.size() + 4 + theirs.size(), proof.size());
-    if (!auth::check(secret, auth::Role::server, mine, theirs, proof))
-      throw AuthError(detail::concat(
-          "this process's secret differs from the store's at ",
-          where_.substr(where_.rfind(' ') + 1),
-          ". Fix: start every node with the same --secret-file (or LOCKSTEP_SECRET)"));
-  }
-  return theirs;
 }
 
 store_proto::Message ClientConnection::call(const char* op, const store_proto::Message& request,

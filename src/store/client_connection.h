@@ -37,9 +37,6 @@ class ClientConnection {
 
  private:
   void handshake(Deadline deadline, const std::string& secret);
-  // Checks the server's hello (prefix, whether it needs a secret, its proof of it) and returns
-  // the server's nonce.
-  auth::Nonce check_server_hello(const std::string& secret, const auth::Nonce& mine);
   void send_all(const char* op, const char* data, size_t n, Deadline deadline);
   // Reads what has arrived into scratch_ (waiting up to deadline); returns the byte count.
   // Throws on close or at the deadline.

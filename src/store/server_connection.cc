@@ -2,9 +2,7 @@
 
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <cstring>
 
 #include "lockstep/core/error.h"
 #include "store/server_limits.h"
@@ -75,10 +73,10 @@ void ServerConnection::mark_overdue() {
   if (!handshaken())
     mark_dead(detail::concat(
         "no handshake within ", sl::kHandshakeTimeout.count(), " ms of connecting (",
-        stage_ == Stage::hello
-            ? detail::concat(handshake_have_, " of the hello's ", store_proto::kClientHelloBytes,
+        handshake_.reading_hello()
+            ? detail::concat(handshake_.have(), " of the hello's ", store_proto::kClientHelloBytes,
                              " bytes arrived)")
-            : detail::concat("the hello arrived, and ", handshake_have_, " of the proof's ",
+            : detail::concat("the hello arrived, and ", handshake_.have(), " of the proof's ",
                              store_proto::kClientProofBytes, " bytes)")));
   else if (receiving_ && receiving_->due() <= Clock::now())
     mark_dead(detail::concat("request arriving too slowly: ", receiving_->bytes, " bytes in ",
@@ -109,45 +107,34 @@ void ServerConnection::on_readable(std::span<char> scratch, const RequestFn& on_
 }
 
 void ServerConnection::check_handshake(const char** p, const char* end) {
-  namespace sp = store_proto;
-  static const std::string kPrefix = sp::handshake_bytes();
+  using Result = store_proto::ClientHandshakeReader::Result;
   while (*p < end && !handshaken() && !dead()) {
-    const size_t want = stage_ == Stage::hello ? sp::kClientHelloBytes : sp::kClientProofBytes;
-    const size_t take = std::min<size_t>(want - handshake_have_, end - *p);
-    std::memcpy(handshake_in_ + handshake_have_, *p, take);
-    handshake_have_ += take;
-    *p += take;
-    // The prefix is checked byte by byte as it comes: a stray client is dropped at once.
-    if (stage_ == Stage::hello &&
-        std::memcmp(kPrefix.data(), handshake_in_, std::min(handshake_have_, kPrefix.size())) != 0)
-      return mark_dead(
-          "bad handshake: not a lockstep store client, or one speaking another protocol "
-          "version");
-    if (handshake_have_ < want) return;
-    if (stage_ == Stage::hello) {
-      std::memcpy(client_nonce_.data(), handshake_in_ + sp::kHandshakeBytes, client_nonce_.size());
-      server_nonce_ = auth::make_nonce();
-      auth::Proof proof{};
-      if (!secret_.empty())
-        proof = auth::prove(secret_, auth::Role::server, client_nonce_, server_nonce_);
-      out_.append(kPrefix);
-      sp::put_u32(out_, secret_.empty() ? 0 : sp::kSecretRequired);
-      out_.append(reinterpret_cast<const char*>(server_nonce_.data()), server_nonce_.size());
-      out_.append(reinterpret_cast<const char*>(proof.data()), proof.size());
-      flush();
-      stage_ = Stage::proof;
-    } else {
-      auth::Proof got;
-      std::memcpy(got.data(), handshake_in_, got.size());
-      if (!secret_.empty() &&
-          !auth::check(secret_, auth::Role::client, server_nonce_, client_nonce_, got)) {
-        failed_auth_ = true;
+    switch (handshake_.feed(p, end)) {
+      case Result::need_more:
+        return;
+      case Result::bad_prefix:
         return mark_dead(
-            "refused: it does not know the job's secret (wrong or missing LOCKSTEP_SECRET)");
+            "bad handshake: not a lockstep store client, or one speaking another protocol "
+            "version");
+      case Result::hello: {
+        server_nonce_ = auth::make_nonce();
+        auth::Proof proof{};
+        if (!secret_.empty())
+          proof = auth::prove(secret_, auth::Role::server, handshake_.client_nonce(), server_nonce_);
+        out_.append(store_proto::server_hello(!secret_.empty(), server_nonce_, proof));
+        flush();
+        break;
       }
-      stage_ = Stage::requests;
+      case Result::proof:
+        if (!secret_.empty() && !auth::check(secret_, auth::Role::client, server_nonce_,
+                                             handshake_.client_nonce(), handshake_.proof())) {
+          failed_auth_ = true;
+          return mark_dead(
+              "refused: it does not know the job's secret (wrong or missing LOCKSTEP_SECRET)");
+        }
+        proof_accepted_ = true;
+        break;
     }
-    handshake_have_ = 0;
   }
 }
 

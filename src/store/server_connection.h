@@ -19,6 +19,7 @@
 #include "lockstep/core/deadline.h"
 #include "net/auth.h"
 #include "net/socket.h"
+#include "store/handshake.h"
 #include "store/protocol.h"
 
 namespace lockstep::store_detail {
@@ -40,7 +41,7 @@ class ServerConnection {
 
   bool wants_write() const { return sent_ < out_.size(); }
   // Hellos exchanged and the client's proof accepted: requests may follow.
-  bool handshaken() const { return stage_ == Stage::requests; }
+  bool handshaken() const { return proof_accepted_; }
   // When the connection will be too slow, if it stays as it is: the end of its handshake time,
   // or the time by which the request it is sending (or the reply it is taking) must have moved
   // on; nullopt when it owes nothing (idle between requests, or parked). Moves as bytes pass.
@@ -83,10 +84,8 @@ class ServerConnection {
   std::string peer_;
   Deadline handshake_deadline_;
   std::string_view secret_;
-  enum class Stage { hello, proof, requests } stage_ = Stage::hello;
-  char handshake_in_[store_proto::kClientHelloBytes] = {};  // the hello or proof so far
-  size_t handshake_have_ = 0;
-  auth::Nonce client_nonce_{};
+  store_proto::ClientHandshakeReader handshake_;
+  bool proof_accepted_ = false;  // the proof was read, and checked when there is a secret
   auth::Nonce server_nonce_{};
   store_proto::MessageParser parser_{store_proto::Direction::request};
   std::optional<Transfer> receiving_;  // a request has begun to arrive

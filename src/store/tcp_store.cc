@@ -10,6 +10,7 @@
 #include "net/bind.h"
 #include "store/client_connection.h"
 #include "store/protocol.h"
+#include "store/reply_check.h"
 #include "store/store_semantics.h"
 
 namespace lockstep {
@@ -18,7 +19,6 @@ using store_proto::Command;
 using store_proto::kMaxKeyBytes;
 using store_proto::kMaxValueBytes;
 using store_proto::Message;
-using store_proto::Status;
 namespace sd = store_detail;
 
 namespace {
@@ -69,21 +69,7 @@ Message TcpStore::Impl::call(const char* op, const Message& req, milliseconds ti
     std::lock_guard<std::mutex> lock(mu);
     reply = conn->call(op, req, Deadline::after(timeout));
   }
-  switch (static_cast<Status>(reply.code)) {
-    case Status::ok:
-      break;
-    case Status::timed_out:
-      throw TimeoutError(
-          sd::timeout_message(op, reply.strings, milliseconds(reply.number), conn->where()));
-    case Status::error:
-      throw StoreError(reply.strings.empty() ? std::string("store error") : reply.strings[0]);
-    default:
-      throw NetworkError(detail::concat("store ", op, ": ", conn->where(),
-                                        " sent an unknown status ", int(reply.code)));
-  }
-  LOCKSTEP_ENFORCE(reply.strings.size() == strings, NetworkError, "store ", op, ": ", conn->where(),
-                   " sent ", reply.strings.size(), " strings, expected ", strings);
-  return reply;
+  return sd::checked_reply(op, std::move(reply), strings, conn->where());
 }
 
 TcpStore::TcpStore(const TcpStoreOptions& options) : impl_(std::make_unique<Impl>()) {

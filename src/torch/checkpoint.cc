@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "lockstep/core/error.h"
+#include "torch/checkpoint_bytes.h"
 
 namespace lockstep::torch {
 namespace {
@@ -137,6 +138,55 @@ void load_module(::torch::nn::Module& module, ::torch::serialize::InputArchive& 
   }
 }
 
+void check_state(const std::string& path, const CheckpointState* state) {
+  LOCKSTEP_ENFORCE(state != nullptr && state->model != nullptr, InvalidArgument, "read_checkpoint(",
+                   path, "): state and state->model must be set");
+}
+
+// Runs `step`, a LibTorch call on the archive of `path`, turning what LibTorch throws (c10::Error,
+// and the std::runtime_error of its TorchScript parser for a mangled archive) into an
+// InvalidArgument that says `what` went wrong with the file.
+template <class Step>
+void as_invalid_argument(const std::string& path, const char* what, Step step) {
+  try {
+    step();
+  } catch (const Error&) {
+    throw;  // lockstep's own, already clear
+  } catch (const c10::Error& e) {
+    throw InvalidArgument(concat("checkpoint ", path, " ", what, ": ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    throw InvalidArgument(concat("checkpoint ", path, " ", what, ": ", e.what()));
+  }
+}
+
+// Reads the lockstep checkpoint in the opened archive `root`.
+void read_archive(::torch::serialize::InputArchive& root, const std::string& path,
+                  CheckpointState* state) {
+  c10::IValue version;
+  if (!root.try_read(kFormatKey, version) || !version.isInt()) {
+    throw InvalidArgument(concat("checkpoint ", path, " is a LibTorch archive but not a lockstep ",
+                                 "checkpoint (no \"", kFormatKey, "\" entry)"));
+  }
+  ::torch::serialize::InputArchive model;
+  root.read("model", model);
+  load_module(*state->model, model, path, "");
+  if (state->optimizer != nullptr) {
+    ::torch::serialize::InputArchive optimizer;
+    if (!root.try_read("optimizer", optimizer)) {
+      throw InvalidArgument(concat("checkpoint ", path, " holds no optimizer state"));
+    }
+    state->optimizer->load(optimizer);
+  }
+  ::torch::serialize::InputArchive counters;
+  root.read("counters", counters);
+  state->counters.clear();
+  for (const std::string& name : counters.keys()) {
+    c10::IValue value;
+    counters.read(name, value);
+    if (value.isInt()) state->counters[name] = value.toInt();
+  }
+}
+
 }  // namespace
 
 void write_checkpoint(const std::string& path, const CheckpointState& state,
@@ -171,42 +221,23 @@ void write_checkpoint(const std::string& path, const CheckpointState& state,
 }
 
 void read_checkpoint(const std::string& path, CheckpointState* state) {
-  LOCKSTEP_ENFORCE(state != nullptr && state->model != nullptr, InvalidArgument, "read_checkpoint(",
-                   path, "): state and state->model must be set");
+  check_state(path, state);
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
     throw ConfigError(concat("checkpoint ", path, " does not exist or is not a regular file"));
   }
   ::torch::serialize::InputArchive root;
-  try {
-    root.load_from(path);
-  } catch (const c10::Error& e) {
-    throw InvalidArgument(concat("checkpoint ", path, " cannot be read as a LibTorch archive: ",
-                                 e.what_without_backtrace()));
-  }
-  c10::IValue version;
-  if (!root.try_read(kFormatKey, version) || !version.isInt()) {
-    throw InvalidArgument(concat("checkpoint ", path, " is a LibTorch archive but not a lockstep ",
-                                 "checkpoint (no \"", kFormatKey, "\" entry)"));
-  }
-  ::torch::serialize::InputArchive model;
-  root.read("model", model);
-  load_module(*state->model, model, path, "");
-  if (state->optimizer != nullptr) {
-    ::torch::serialize::InputArchive optimizer;
-    if (!root.try_read("optimizer", optimizer)) {
-      throw InvalidArgument(concat("checkpoint ", path, " holds no optimizer state"));
-    }
-    state->optimizer->load(optimizer);
-  }
-  ::torch::serialize::InputArchive counters;
-  root.read("counters", counters);
-  state->counters.clear();
-  for (const std::string& name : counters.keys()) {
-    c10::IValue value;
-    counters.read(name, value);
-    if (value.isInt()) state->counters[name] = value.toInt();
-  }
+  as_invalid_argument(path, "cannot be read as a LibTorch archive", [&] { root.load_from(path); });
+  as_invalid_argument(path, "cannot be read", [&] { read_archive(root, path, state); });
+}
+
+void read_checkpoint_bytes(const char* data, size_t size, const std::string& origin,
+                           CheckpointState* state) {
+  check_state(origin, state);
+  ::torch::serialize::InputArchive root;
+  as_invalid_argument(origin, "cannot be read as a LibTorch archive",
+                      [&] { root.load_from(data, size); });
+  as_invalid_argument(origin, "cannot be read", [&] { read_archive(root, origin, state); });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,26 +8,19 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <sstream>
 
 #include "lockstep/core/error.h"
+#include "torch/idx_format.h"
 
 namespace lockstep::torch {
 namespace {
 
 using detail::concat;
 
-std::string hex32(uint32_t value) {
-  std::ostringstream out;
-  out << "0x" << std::hex;
-  out.width(8);
-  out.fill('0');
-  out << value;
-  return out.str();
-}
-
 // An open gzip (or plain) file that names itself in every error.
-class GzFile {
+class GzFile : public IdxSource {
  public:
   explicit GzFile(const std::string& path) : path_(path) {
     std::error_code ec;
@@ -42,12 +35,12 @@ class GzFile {
     }
     gzbuffer(file_, 1 << 20);
   }
-  ~GzFile() { gzclose(file_); }
+  ~GzFile() override { gzclose(file_); }
   GzFile(const GzFile&) = delete;
   GzFile& operator=(const GzFile&) = delete;
 
   // Reads up to `bytes` bytes; returns how many it got (fewer only at the end of the data).
-  size_t read(void* out, size_t bytes) {
+  size_t read(void* out, size_t bytes) override {
     size_t got = 0;
     auto* dst = static_cast<char*>(out);
     while (got < bytes) {
@@ -60,7 +53,7 @@ class GzFile {
   }
 
   // Whether the gzip stream was cut off (the data read so far is good, then it stops).
-  bool ended_early() const { return ended_early_; }
+  bool ended_early() const override { return ended_early_; }
 
  private:
   // Throws on corrupt data; returns true when the stream ended before its trailer.
@@ -86,72 +79,17 @@ class GzFile {
   bool ended_early_ = false;
 };
 
-uint32_t big_endian32(const unsigned char* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
-}
-
-std::string dims_text(const std::vector<int64_t>& dims) {
-  std::ostringstream out;
-  for (size_t i = 0; i < dims.size(); ++i) out << (i ? " x " : "") << dims[i];
-  return out.str();
-}
-
-// Reads and checks the magic number; returns the number of dimensions.
-int read_idx_magic(GzFile& file, const std::string& path, const IdxReadOptions& options) {
-  unsigned char header[4];
-  const size_t got = file.read(header, 4);
-  if (got < 4) {
-    throw InvalidArgument(concat("IDX file ", path, " is truncated: ", got,
-                                 " bytes, fewer than the 4-byte magic number"));
-  }
-  const uint32_t magic = big_endian32(header);
-  if (options.expected_magic != 0 && magic != options.expected_magic) {
-    throw InvalidArgument(concat("IDX file ", path, " starts with magic number ", hex32(magic),
-                                 ", expected ", hex32(options.expected_magic),
-                                 "; is it the right file (images vs labels) and not corrupt?"));
-  }
-  if (header[0] != 0 || header[1] != 0 || header[2] != 0x08 || header[3] == 0) {
-    throw InvalidArgument(concat("IDX file ", path, " has magic number ", hex32(magic),
-                                 ", which is not an unsigned-byte IDX file (expected 0x000008NN "
-                                 "with NN >= 1 dimensions)"));
-  }
-  return header[3];
-}
-
-std::vector<int64_t> read_idx_dims(GzFile& file, const std::string& path, int ndims) {
-  std::vector<unsigned char> raw(4 * static_cast<size_t>(ndims));
-  if (file.read(raw.data(), raw.size()) < raw.size()) {
-    throw InvalidArgument(concat("IDX file ", path, " is truncated inside its header (", ndims,
-                                 " dimensions announced)"));
-  }
-  std::vector<int64_t> dims(ndims);
-  for (int i = 0; i < ndims; ++i) dims[i] = big_endian32(&raw[4 * i]);
-  return dims;
-}
-
 }  // namespace
 
 ::torch::Tensor read_idx(const std::string& path, const IdxReadOptions& options) {
   GzFile file(path);
-  const int ndims = read_idx_magic(file, path, options);
-  const std::vector<int64_t> dims = read_idx_dims(file, path, ndims);
-  auto tensor = ::torch::empty(dims, ::torch::kUInt8);
-  const size_t expected = static_cast<size_t>(tensor.numel());
-  const size_t got = file.read(tensor.data_ptr<uint8_t>(), expected);
-  if (got < expected) {
-    throw InvalidArgument(concat("IDX file ", path, " is truncated: its header says ",
-                                 dims_text(dims), " = ", expected, " bytes of data, but it holds ",
-                                 got, file.ended_early() ? " (the gzip stream ends early)" : "",
-                                 "; download or reinstall it"));
-  }
-  char extra[4096];
-  const size_t trailing = file.read(extra, sizeof extra);
-  if (trailing > 0) {
-    throw InvalidArgument(
-        concat("IDX file ", path, " is longer than its header says: ", dims_text(dims), " = ",
-               expected, " bytes of data, then at least ", trailing, " more; is it corrupt?"));
-  }
-  return tensor;
+  auto data = std::make_unique<IdxData>(read_idx_data(file, path, options.expected_magic));
+  if (data->bytes.empty()) return ::torch::empty(data->dims, ::torch::kUInt8);
+  // The tensor takes the bytes over, without a copy: its deleter frees them.
+  void* bytes = data->bytes.data();
+  const std::vector<int64_t> dims = data->dims;
+  return ::torch::from_blob(
+      bytes, dims, [owner = data.release()](void*) { delete owner; }, ::torch::kUInt8);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 
 #include "debug/flight_recorder_dump.h"
 #include "debug/flight_recorder_json.h"
+#include "debug/trace_merge.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::debug {
@@ -202,6 +203,37 @@ TEST(DumpJson, WrongTypesAndValuesAreNamed) {
     EXPECT_EQ(error.rfind("bad.json: ", 0), 0u) << error;
     EXPECT_NE(error.find(c.message), std::string::npos) << error;
   }
+}
+
+// Found by fuzz/flight_recorder_fuzz.cc: a dump whose times were -2^63 and 2^63-1 parsed, and
+// `lockstep trace` then subtracted them (signed overflow, undefined behaviour) for the timeline.
+TEST(DumpJson, TimesBeyondAnyClockAreRefused) {
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  EXPECT_NE(error_of(edited([&](json::Json& j) { j["ops"][0]["started_us"] = huge; }))
+                .find("member \"started_us\" is not a time in microseconds since 1970"),
+            std::string::npos);
+  EXPECT_NE(error_of(edited([&](json::Json& j) { j["ops"][0]["enqueued_us"] = -huge - 1; }))
+                .find("\"enqueued_us\" is not a time"),
+            std::string::npos);
+  EXPECT_NE(error_of(edited([&](json::Json& j) { j["dumped_us"] = huge; })).find("dumped_us"),
+            std::string::npos);
+  // The extremes that remain can be merged: the trace subtracts them without overflowing.
+  const int64_t edge = int64_t{1} << 61;
+  Dump d = dump_from_json(edited([&](json::Json& j) {
+                            j["ops"][0]["enqueued_us"] = -edge;
+                            j["ops"][0]["started_us"] = edge;
+                          }),
+                          "edge.json");
+  EXPECT_NE(chrome_trace({d}, trace_verdict({d})).find("\"queued_us\":4611686018427387904"),
+            std::string::npos);
+}
+
+// Found with fuzz/flight_recorder_fuzz.cc (a hand-made input; the fuzzer had not reached it): a
+// dump claiming a group of 2 billion ranks made the verdict allocate a slot per rank (16 GB).
+TEST(DumpJson, AGroupLargerThanAnyJobIsRefused) {
+  EXPECT_NE(error_of(edited([](json::Json& j) { j["size"] = 2'000'000'000; }))
+                .find("a group of size 2000000000 is not one a job can have (1 to 1048576 ranks)"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -17,7 +17,11 @@ TEST(Frames, EveryKindTheEngineWritesPasses) {
                       FrameKind::bye}) {
     FrameHeader h;
     h.kind = k;
-    h.bytes = carries_payload(k) && k != FrameKind::data && k != FrameKind::eager ? 100 : 1 << 30;
+    h.bytes = 1 << 30;  // data: any size; eager and texts: up to their limits
+    if (k == FrameKind::eager) h.bytes = kEagerBytes;
+    if (k == FrameKind::nack || k == FrameKind::cancel || k == FrameKind::reply ||
+        k == FrameKind::bye)
+      h.bytes = kMaxTextBytes;
     EXPECT_NO_THROW(check_frame(h, 1)) << frame_kind_name(k);
   }
   EXPECT_TRUE(carries_payload(FrameKind::eager));
@@ -43,6 +47,21 @@ TEST(Frames, ForeignBytesAreANetworkErrorNamingThePeer) {
   bad_dtype.dtype = 200;
   expect_error_naming<NetworkError>([&] { check_frame(bad_dtype, 2); },
                                     {"unknown dtype (200)"});
+}
+
+// Found by fuzz/p2p_frame_fuzz.cc: an eager frame announcing 16 MiB passed, and the engine sets
+// aside room for an unclaimed eager message's whole payload before reading it.
+TEST(Frames, EagerFrameBeyondTheEagerLimitIsCorrupt) {
+  FrameHeader h;
+  h.kind = FrameKind::eager;
+  h.bytes = (uint64_t{1} << 24) + 16;
+  expect_error_naming<NetworkError>([&] { check_frame(h, 1); },
+                                    {"rank 1 sent an eager frame of 16777232 bytes",
+                                     "eager messages are at most 65536", "Restart the job"});
+  h.bytes = ~uint64_t{0};
+  EXPECT_THROW(check_frame(h, 1), NetworkError);
+  h.kind = FrameKind::rts;  // a large message announces itself; the recv decides
+  EXPECT_NO_THROW(check_frame(h, 1));
 }
 
 }  // namespace

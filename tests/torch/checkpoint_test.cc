@@ -98,6 +98,34 @@ TEST(Checkpoint, RejectsOtherModelsAndOtherFiles) {
       "cannot create " + dir.file("no/such/dir/ck"));
 }
 
+// The model of fuzz/corpus/checkpoint: a Linear(4, 2) and a buffer.
+struct StepsNet : ::torch::nn::Module {
+  StepsNet() {
+    fc = register_module("fc", ::torch::nn::Linear(4, 2));
+    steps = register_buffer("steps", ::torch::zeros({1}));
+  }
+  ::torch::nn::Linear fc{nullptr};
+  ::torch::Tensor steps;
+};
+
+// Found by fuzz/checkpoint_fuzz.cc: five bytes changed in the TorchScript text that a LibTorch
+// archive carries made LibTorch's parser throw std::runtime_error ("invalid indent level"), which
+// read_checkpoint, catching only c10::Error, let through instead of an InvalidArgument.
+TEST(Checkpoint, MangledTorchScriptInTheArchiveIsAnInvalidArgument) {
+  TempDir dir;
+  StepsNet net;
+  write_checkpoint(dir.file("ck"), {.model = &net});
+  std::string bytes = lockstep::testing::read_file(dir.file("ck"));
+  const std::string text = "steps : Tensor\n  fc :";
+  const size_t at = bytes.find(text);
+  ASSERT_NE(at, std::string::npos) << "LibTorch's archive layout changed";
+  bytes.replace(at, text.size(), "steps : Tensocrf  \n :");  // the fuzzer's bytes, same length
+  write_file(dir.file("mangled"), bytes);
+  CheckpointState state{.model = &net};
+  EXPECT_CONTAINS(message_of<InvalidArgument>([&] { read_checkpoint(dir.file("mangled"), &state); }),
+                  dir.file("mangled") + " cannot be read as a LibTorch archive: invalid indent level");
+}
+
 // A child process starts saving a second checkpoint over the first and is killed by SIGKILL
 // halfway through writing it. The first checkpoint must still load, whole.
 TEST(Checkpoint, SaveKilledMidwayLeavesThePreviousCheckpoint) {

@@ -275,6 +275,25 @@ TEST(Idx, TruncatedAndCorruptGzip) {
       << bad;
 }
 
+// Found by fuzz/idx_fuzz.cc: the reader allocated what the header announces before reading any
+// data, so a file of a few bytes announcing 4 GB took 4 GB, and one announcing 562 TB or 2^96
+// bytes threw LibTorch's c10::Error ("not enough memory", "Storage size calculation overflowed")
+// instead of InvalidArgument.
+TEST(Idx, HeaderAnnouncingMoreThanTheFileHoldsIsTruncatedNotAnAllocation) {
+  TempDir dir;
+  write_file(dir.file("huge"), idx_bytes(0x0803, {0xffffff, 0xffffff, 2}, "a"));
+  EXPECT_CONTAINS(message_of<InvalidArgument>([&] { read_idx(dir.file("huge")); }),
+                  "huge is truncated: its header says 16777215 x 16777215 x 2 = "
+                  "562949886312450 bytes of data, but it holds 1");
+  write_file(dir.file("overflow"), idx_bytes(0x0803, {0xffffffff, 0xffffffff, 0xffffffff}, ""));
+  EXPECT_CONTAINS(message_of<InvalidArgument>([&] { read_idx(dir.file("overflow")); }),
+                  "more than a tensor can hold");
+  // The fuzzer's input: labels announcing 4160749316 bytes, then 5.
+  write_gz(dir.file("4gb.gz"), idx_bytes(0x0801, {0xf7ffff04}, "\x01" "a\x03\x04\x05"));
+  EXPECT_CONTAINS(message_of<InvalidArgument>([&] { read_idx(dir.file("4gb.gz")); }),
+                  "= 4160749316 bytes of data, but it holds 5");
+}
+
 TEST(FashionMnistDataset, NormalizesAndChecksCounts) {
   TempDir dir;
   const std::string pixels = ramp(5 * 28 * 28);
