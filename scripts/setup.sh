@@ -5,7 +5,8 @@
 # everything when none are given. Meant for Debian 12, run as root (or with sudo available).
 #
 # Settings (environment): LOCKSTEP_BUILD_DIR (default: <repo>/build), LOCKSTEP_BUILD_TYPE (default
-# RelWithDebInfo, used when configuring), LOCKSTEP_JOBS (default: nproc).
+# RelWithDebInfo, used when configuring), LOCKSTEP_JOBS (default: nproc), LOCKSTEP_BUILD_SANITIZE
+# (a -fsanitize= value for the whole build, used when configuring; scripts/test.sh sets it).
 
 LOCKSTEP_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LOCKSTEP_BUILD_DIR="${LOCKSTEP_BUILD_DIR:-$LOCKSTEP_ROOT/build}"
@@ -70,11 +71,21 @@ lockstep_install_packages() {
 lockstep_build() {
   if [[ ! -f "$LOCKSTEP_BUILD_DIR/build.ninja" ]]; then
     cmake -S "$LOCKSTEP_ROOT" -B "$LOCKSTEP_BUILD_DIR" -G Ninja \
-      -DCMAKE_BUILD_TYPE="${LOCKSTEP_BUILD_TYPE:-RelWithDebInfo}"
+      -DCMAKE_BUILD_TYPE="${LOCKSTEP_BUILD_TYPE:-RelWithDebInfo}" \
+      -DLOCKSTEP_SANITIZE="${LOCKSTEP_BUILD_SANITIZE:-}"
   fi
   local targets=()
   (($# > 0)) && targets=(--target "$@")
   cmake --build "$LOCKSTEP_BUILD_DIR" -j "${LOCKSTEP_JOBS:-$(nproc)}" "${targets[@]}"
+}
+
+# What a sanitized build's tests run with: every report fails the test (ASan aborts, UBSan halts
+# with a stack), and leak checking is off (it needs ptrace, which containers often forbid, and
+# python3 and LibTorch keep memory to the end on purpose).
+lockstep_sanitizer_environment() {
+  export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:${ASAN_OPTIONS:-}"
+  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:${UBSAN_OPTIONS:-}"
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:${TSAN_OPTIONS:-}"
 }
 
 lockstep_setup() {

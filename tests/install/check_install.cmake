@@ -120,7 +120,12 @@ if(EXISTS "${lockstep_build}/python")
   get_filename_component(package_dir "${init}" DIRECTORY)
   get_filename_component(site_dir "${package_dir}" DIRECTORY)
   # (Python statements on separate lines: a ';' would split the CMake argument.)
-  run_step("importing the installed Python package" /usr/bin/python3 -c
+  # PYTHON_PRELOAD: the sanitizer runtimes a sanitized build's extension needs loaded first.
+  set(python /usr/bin/python3)
+  if(PYTHON_PRELOAD)
+    set(python ${CMAKE_COMMAND} -E env LD_PRELOAD=${PYTHON_PRELOAD} /usr/bin/python3)
+  endif()
+  run_step("importing the installed Python package" ${python} -c
     "import sys\nsys.path.insert(0, '${site_dir}')\nimport lockstep, torch.distributed as d\nassert lockstep.__file__.startswith('${site_dir}')\nassert 'LOCKSTEP' in d.Backend._plugins\nprint('python package: ok, backend lockstep registered from', lockstep.__file__)")
   message(STATUS "install check: ${step_output}")
 endif()

@@ -141,7 +141,8 @@ void Connection::read_control_payload() {
 // the rest has not arrived yet.
 bool Connection::read_payload(RecvItem& item) {
   size_t take = std::min(inbox_size(), item.bytes - payload_got_);
-  std::memcpy(item.data + payload_got_, inbox_.data() + inbox_begin_, take);
+  // A zero-byte message (a barrier's) may have no buffer: memcpy must not see its null pointer.
+  if (take > 0) std::memcpy(item.data + payload_got_, inbox_.data() + inbox_begin_, take);
   inbox_begin_ += take;
   payload_got_ += take;
   while (payload_got_ < item.bytes) {
