@@ -31,7 +31,10 @@ rm -rf "$reports"
 mkdir -p "$reports"
 lockstep_sanitizer_environment
 # Every process of a test (ranks, the launcher, its children) logs to its own file, named by pid.
-export TSAN_OPTIONS="log_path=$reports/tsan:$TSAN_OPTIONS"
+# scripts/tsan.supp holds the false positives, each explained. die_after_fork=0: some tests fork
+# the (threaded) test program and run a rank in the child, which starts threads of its own; TSan
+# refuses that by default, though it goes on checking the child when allowed.
+export TSAN_OPTIONS="log_path=$reports/tsan:suppressions=$LOCKSTEP_ROOT/scripts/tsan.supp:die_after_fork=0:$TSAN_OPTIONS"
 status=0
 for program in "${programs[@]}"; do
   # The 1 GiB p2p message takes minutes under TSan and adds no thread interleaving of its own.

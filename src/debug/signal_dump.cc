@@ -29,6 +29,7 @@ State& state() {
   return *s;
 }
 
+int g_pipe_read = -1;    // read by the dumper thread
 int g_pipe_write = -1;   // written by the handler only
 pid_t g_owner_pid = -1;  // the process whose groups are registered
 
@@ -71,18 +72,31 @@ void dumper(int read_fd) {
   }
 }
 
-// Called with the state's mutex held.
+// Called with the state's mutex held. A process forked from one that had installed it (its
+// memory says installed, but the dumper thread did not survive the fork) installs it anew for
+// its own groups: its own pipe, thread and pid, and none of its parent's groups.
 void install_once() {
   State& s = state();
-  if (s.installed) return;
+  const pid_t me = ::getpid();
+  if (s.installed && g_owner_pid == me) return;
+  const bool forked = s.installed;
   s.installed = true;
   struct sigaction old {};
   if (::sigaction(SIGTERM, nullptr, &old) != 0) return;
-  if ((old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL) return;  // not ours to take
+  const bool ours = (old.sa_flags & SA_SIGINFO) == 0 && old.sa_handler == on_signal;
+  if (!ours && ((old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL))
+    return;  // not ours to take
+  if (forked) {
+    if (g_owner_pid < 0) return;  // the parent had left a program's own handler alone
+    s.live.clear();  // the parent's groups: copies here, whose threads did not survive the fork
+    ::close(g_pipe_write);
+    ::close(g_pipe_read);
+  }
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return;
+  g_pipe_read = fds[0];
   g_pipe_write = fds[1];
-  g_owner_pid = ::getpid();
+  g_owner_pid = me;
   std::thread(dumper, fds[0]).detach();
   struct sigaction action {};
   action.sa_handler = on_signal;
