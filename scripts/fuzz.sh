@@ -76,7 +76,11 @@ for name in "${harnesses[@]}"; do
   log="$build_dir/logs/$name.log"
   start=$(date +%s%N)
   status=0
-  "$exe" "${limits[@]}" -timeout=25 -print_final_stats=1 \
+  # explain's signatures are short lines, and std::regex backtracks: on inputs of kilobytes the
+  # harness ran 129 inputs/s, at 256 bytes 2,100, so 10^6 inputs take minutes, not hours.
+  extra=()
+  [[ "$name" == explain_signatures ]] && extra=(-max_len=256)
+  "$exe" "${limits[@]}" "${extra[@]}" -timeout=25 -print_final_stats=1 \
     -artifact_prefix="$crash_dir/$name-" "$corpus" "$root/fuzz/corpus/$name" >"$log" 2>&1 ||
     status=$?
   tenths=$((($(date +%s%N) - start) / 100000000))
