@@ -22,7 +22,9 @@ if [[ -n "${LOCKSTEP_SANITIZE:-}" ]]; then
   lockstep_setup
   ctest --test-dir "$LOCKSTEP_BUILD_DIR" --output-on-failure --no-tests=error \
     -j "${LOCKSTEP_JOBS:-$(nproc)}" "$@"
-  echo "test.sh: the whole suite passed under -fsanitize=$LOCKSTEP_SANITIZE ($LOCKSTEP_BUILD_DIR)"
+  what="the whole suite"
+  (($# == 0)) || what="the selected tests"
+  echo "test.sh: $what passed under -fsanitize=$LOCKSTEP_SANITIZE ($LOCKSTEP_BUILD_DIR)"
   exit 0
 fi
 lockstep_setup
