@@ -39,6 +39,14 @@ class Channel {
   // Takes up to `bytes` bytes of the stream from `peer` into `data`; returns how many (0: nothing
   // now). Never blocks. Bytes a peer wrote before its stream broke are still returned first.
   virtual size_t read(int peer, std::byte* data, size_t bytes) = 0;
+  // The bytes from `peer` that read() would return next, as far as they lie in one piece in the
+  // channel (empty when none are there, or when the channel cannot lend them): the engine parses
+  // a small frame in place and takes it with one consume(). Valid until the next call for peer.
+  // Default: empty (the engine then reads).
+  virtual std::span<const std::byte> peek(int /*peer*/) { return {}; }
+  // Takes `bytes` of what peek(peer) showed, as a read() of them would. Default: nothing (only
+  // called after a non-empty peek).
+  virtual void consume(int /*peer*/, size_t /*bytes*/) {}
   // Whether some peer may have written bytes that read() has not taken yet: false only when
   // surely none has. Lock-free and safe from any thread: a waiter's poll loop asks it between
   // progress rounds without the engine's lock, and takes the lock only when it says true.

@@ -86,8 +86,13 @@ const char* Engine::channel_kind() const { return state_->channel->kind(); }
 
 WorkPtr Engine::post(std::span<Request> requests, Deadline deadline,
                      detail::Description description) {
-  if (requests.size() == 1 && requests[0].is_send && state_->send_now(requests[0], deadline))
-    return detail::WorkAccess::make_completed(std::move(description));
+  if (requests.size() == 1 && requests[0].is_send && send_now_fits(requests[0])) {
+    // Its handle first: allocating right after the write would wait for the peer's core to take
+    // the written lines (the allocator's atomics drain the store buffer), and that wait would
+    // delay what this rank does next, such as posting the recv of the reply.
+    WorkPtr done = detail::WorkAccess::make_completed(description);
+    if (state_->send_now(requests[0], deadline)) return done;
+  }
   auto [work, completion] = detail::WorkAccess::make(
       std::move(description), std::weak_ptr<detail::WaitPoller>(state_));
   auto batch = std::make_shared<Batch>();
@@ -96,6 +101,7 @@ WorkPtr Engine::post(std::span<Request> requests, Deadline deadline,
   batch->posted = coarse_now();
   State& s = *state_;
   std::unique_lock<std::mutex> lock(s.mu);
+  s.release_retired();
   if (s.closed) {
     lock.unlock();
     detail::WorkAccess::complete(
@@ -158,6 +164,7 @@ void Engine::close(const std::string& why_here, const std::string& why_for_peers
       s.channel->sleep(std::min(linger.at(), Clock::now() + kMaxSleep), want);
       lock.lock();
     }
+    s.release_retired();
     s.stop = true;
   }
   s.channel->wake();
@@ -215,6 +222,7 @@ void Engine::State::loop() {
       for (int p = 0; p < size; ++p) fail_ops_with(p, ErrorClass::other, e.what());
     }
     complete_finished(lock);
+    release_retired();
     if (stop) break;
     if (unread) continue;  // a peer has more: no sleep
     if (pollers.load() > 0 ||
@@ -342,10 +350,13 @@ void Engine::State::start_send(const OpPtr& op) {
 // [Fast path] A small send toward a peer with nothing queued goes into the channel at once, whole,
 // and is done: no batch, no op, no completion hand-off. Anything else (no room, a frame still
 // queued, a peer gone, the engine closed) takes the general path.
+bool send_now_fits(const Request& r) {
+  return sizeof(FrameHeader) + r.count * element_size(r.dtype) <= kCoalesceBytes;
+}
+
 bool Engine::State::send_now(const Request& r, Deadline deadline) {
   const uint64_t bytes = r.count * element_size(r.dtype);
-  const size_t total = sizeof(FrameHeader) + bytes;
-  if (total > kCoalesceBytes) return false;
+  if (!send_now_fits(r)) return false;
   std::unique_lock<std::mutex> lock(mu);
   Peer& p = peers[r.peer];
   if (closed || !p.out.empty() || !p.gone.empty() || p.poisoned) return false;
@@ -372,6 +383,13 @@ void Engine::State::op_done(const OpPtr& op, std::exception_ptr error) {
   }
 }
 
+void Engine::State::release_retired() {
+  // A batch and its ops point at each other: break the cycle, or neither is ever freed. An op
+  // still referenced elsewhere (a frame being written, a detached recv) keeps its batch alive.
+  for (const auto& b : retired) b->ops.clear();
+  retired.clear();  // keeps its memory
+}
+
 void Engine::State::complete_finished(std::unique_lock<std::mutex>& lock) {
   while (!finished.empty()) {
     std::vector<std::shared_ptr<Batch>> done;
@@ -379,9 +397,8 @@ void Engine::State::complete_finished(std::unique_lock<std::mutex>& lock) {
     lock.unlock();
     for (const auto& b : done) detail::WorkAccess::complete(b->work, b->error);
     lock.lock();
-    // A batch and its ops point at each other: break the cycle, or neither is ever freed. An op
-    // still referenced elsewhere (a frame being written, a detached recv) keeps its batch alive.
-    for (const auto& b : done) b->ops.clear();
+    for (auto& b : done) retired.push_back(std::move(b));
+    done.clear();
     if (finished.empty()) {  // keep the vector's memory: no allocation per message
       done.clear();
       finished.swap(done);

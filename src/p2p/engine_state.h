@@ -116,6 +116,9 @@ struct Engine::State : detail::WaitPoller {
   bool stop = false;
   // Works to complete once mu is released (their callbacks may post again).
   std::vector<std::shared_ptr<Batch>> finished;
+  // Completed batches, freed by the next post() or engine round (release_retired): not between a
+  // message's arrival and its waiter's return.
+  std::vector<std::shared_ptr<Batch>> retired;
   std::thread thread;
   // Threads in Work::wait that drive progress themselves (poll_while): while there are any, the
   // engine thread naps instead of sleeping in the channel, so peers need not wake it.
@@ -142,6 +145,7 @@ struct Engine::State : detail::WaitPoller {
   void queue_text(int peer, FrameKind kind, uint64_t id, const std::string& text);
   void op_done(const OpPtr& op, std::exception_ptr error = nullptr);
   void complete_finished(std::unique_lock<std::mutex>& lock);
+  void release_retired();
   void start_send(const OpPtr& op);
   bool send_now(const Request& r, Deadline deadline);  // true: written whole, the send is done
   void start_recv(const OpPtr& op);
@@ -151,6 +155,7 @@ struct Engine::State : detail::WaitPoller {
   // Reads what the peer sent, up to a bounded number of reads; true when it stopped at that bound
   // (read to 0 before sleeping: a channel need not wake for bytes already there).
   bool read_in(int peer);
+  bool take_whole_frame(int peer);  // see [Frames in place]
   void on_header(int peer);
   void on_payload_done(int peer);
   void on_message(int peer, const FrameHeader& h);  // eager or rts header
@@ -169,6 +174,9 @@ struct Engine::State : detail::WaitPoller {
   Clock::time_point next_wakeup() const;
   std::string mismatch_text(const PendingOp& recv, int sender, const FrameHeader& h) const;
 };
+
+// Whether a send is small enough for State::send_now (header and payload in one write).
+bool send_now_fits(const Request& r);
 
 // "rank 3".
 std::string rank_text(int rank);

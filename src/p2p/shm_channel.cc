@@ -21,20 +21,8 @@ using inbox::slot;
 namespace {
 
 constexpr auto kMaxSleep = std::chrono::milliseconds(100);
-
-void copy_in(std::byte* ring, uint64_t capacity, uint64_t pos, const std::byte* src, size_t n) {
-  const size_t at = static_cast<size_t>(pos & (capacity - 1));
-  const size_t first = std::min<size_t>(n, static_cast<size_t>(capacity) - at);
-  std::memcpy(ring + at, src, first);
-  if (n > first) std::memcpy(ring, src + first, n - first);
-}
-
-void copy_out(const std::byte* ring, uint64_t capacity, uint64_t pos, std::byte* dst, size_t n) {
-  const size_t at = static_cast<size_t>(pos & (capacity - 1));
-  const size_t first = std::min<size_t>(n, static_cast<size_t>(capacity) - at);
-  std::memcpy(dst, ring + at, first);
-  if (n > first) std::memcpy(dst + first, ring, n - first);
-}
+// How much of a chunk read() prefetches when it finds one: a small message whole.
+constexpr uint64_t kPrefetchBytes = 512;
 
 }  // namespace
 
@@ -48,13 +36,17 @@ ShmChannel::ShmChannel(const GroupConfig& config, size_t ring_bytes)
       peers_(new std::atomic<Mapped*>[static_cast<size_t>(std::max(config.size, 1))]),
       out_(static_cast<size_t>(std::max(config.size, 1))),
       in_(static_cast<size_t>(std::max(config.size, 1))),
+      poll_at_(new std::atomic<uint64_t>[static_cast<size_t>(std::max(config.size, 1))]),
       next_try_(static_cast<size_t>(std::max(config.size, 1)), Clock::time_point{}) {
   LOCKSTEP_ENFORCE(config.store && me_ >= 0 && me_ < n_, InvalidArgument, "ShmChannel of group '",
                    config.name, "': rank ", me_, " of ", n_,
                    config.store ? "" : " without a store");
   LOCKSTEP_ENFORCE(std::has_single_bit(ring_bytes), InvalidArgument, "ShmChannel of group '",
                    config.name, "': ring size ", ring_bytes, " is not a power of two");
-  for (int p = 0; p < n_; ++p) peers_[static_cast<size_t>(p)].store(nullptr);
+  for (int p = 0; p < n_; ++p) {
+    peers_[static_cast<size_t>(p)].store(nullptr);
+    poll_at_[static_cast<size_t>(p)].store(0);
+  }
   capacity_ = std::max<uint64_t>(ring_bytes, inbox::page_size());
   inbox::sweep_stale();
   name_ = inbox::make_name();
@@ -84,14 +76,6 @@ ShmChannel::~ShmChannel() {
   }
   ::munmap(base_, bytes_);
   ::shm_unlink(name_.c_str());  // ENOENT when the last peer to map it unlinked it already
-}
-
-inbox::RingControl& ShmChannel::my_ring(int sender) const {
-  return inbox::ring_control(base_, slot(sender, me_));
-}
-
-std::byte* ShmChannel::my_data(int sender) const {
-  return base_ + header_->data_offset + slot(sender, me_) * capacity_;
 }
 
 std::string ShmChannel::who(int peer) const {
@@ -146,6 +130,7 @@ ShmChannel::Mapped* ShmChannel::map_peer(int peer, Deadline deadline, bool quiet
   }
   m->fd = fd;  // kept until write() maps the ring: the name may go before that
   m->capacity = m->header->capacity;
+  m->stamp_key = m->header->stamp_key;
   m->ring = &inbox::ring_control(m->header, slot(me_, peer));
   if (m->watch) {
     m->pidfd = inbox::open_pidfd(m->pid);
@@ -190,11 +175,20 @@ size_t ShmChannel::write(int peer, const std::byte* data, size_t bytes, Deadline
     if (!m) m = map_peer(peer, deadline, false);
     map_ring(peer, *m);
   }
+  if (bytes == 0) return 0;
   Out& o = out_[static_cast<size_t>(peer)];
-  const size_t n = static_cast<size_t>(std::min<uint64_t>(room(*m, o, bytes), bytes));
-  if (n == 0) return 0;
-  copy_in(m->data, m->capacity, o.head, data, n);
-  o.head += n;
+  // One chunk at head, in the room there is, up to the ring's end (head is chunk-aligned).
+  const uint64_t at = o.head & (m->capacity - 1);
+  const uint64_t span = std::min(room(*m, o, inbox::chunk_span(bytes)), m->capacity - at) /
+                        inbox::kChunkAlign * inbox::kChunkAlign;
+  if (span < inbox::chunk_span(1)) return 0;
+  const size_t n = static_cast<size_t>(
+      std::min<uint64_t>(bytes, span - sizeof(inbox::ChunkHeader)));
+  auto* chunk = reinterpret_cast<inbox::ChunkHeader*>(m->data + at);
+  std::memcpy(m->data + at + sizeof(inbox::ChunkHeader), data, n);
+  chunk->bytes = n;
+  __atomic_store_n(&chunk->stamp, inbox::chunk_stamp(o.head, m->stamp_key), __ATOMIC_RELEASE);
+  o.head += inbox::chunk_span(n);
   m->ring->head.store(o.head, std::memory_order_release);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (m->header->sleeping.load(std::memory_order_relaxed) != 0) ring_bell(*m->header);
@@ -211,57 +205,111 @@ uint64_t ShmChannel::room(const Mapped& m, Out& o, size_t want) const {
 }
 
 bool ShmChannel::write_whole(int peer, const std::byte* data, size_t bytes, Deadline deadline) {
+  const uint64_t span = inbox::chunk_span(bytes);
   Mapped* m = mapped(peer);
   if (m && m->data) {
-    if (room(*m, out_[static_cast<size_t>(peer)], bytes) < bytes) return false;
-  } else if (bytes > inbox::page_size()) {
+    Out& o = out_[static_cast<size_t>(peer)];
+    if (room(*m, o, span) < span || m->capacity - (o.head & (m->capacity - 1)) < span)
+      return false;
+  } else if (span > inbox::page_size()) {
     return false;  // a first write goes into an empty ring of at least a page
   }
-  // Room for all of it: write takes it whole.
+  // Room for one chunk of all of it: write takes it whole.
   return write(peer, data, bytes, deadline) == bytes;
 }
 
-size_t ShmChannel::read(int peer, std::byte* data, size_t bytes) {
-  LOCKSTEP_ENFORCE(peer >= 0 && peer < n_ && peer != me_, InvalidArgument, who(peer),
-                   " is not a peer in a group of ", n_);
-  inbox::RingControl& r = my_ring(peer);
-  In& i = in_[static_cast<size_t>(peer)];
-  uint64_t avail = i.head_seen - i.tail;
-  if (avail < bytes) {
-    i.head_seen = r.head.load(std::memory_order_acquire);
-    avail = i.head_seen - i.tail;
-  }
-  const size_t n = static_cast<size_t>(std::min<uint64_t>(avail, bytes));
-  if (n == 0) return 0;
+bool ShmChannel::open_chunk(int sender) {
+  In& i = in_[static_cast<size_t>(sender)];
+  if (i.left > 0) return true;
+  const inbox::ChunkHeader* chunk = chunk_at(sender, i.next);
+  if (__atomic_load_n(&chunk->stamp, __ATOMIC_ACQUIRE) !=
+      inbox::chunk_stamp(i.next, header_->stamp_key))
+    return false;
+  const uint64_t length = chunk->bytes;
+  const uint64_t at = i.next & (capacity_ - 1);
+  if (length == 0 || inbox::chunk_span(length) > capacity_ - at) [[unlikely]]
+    throw NetworkError(detail::concat(who(sender), " wrote a chunk of ", length,
+                                      " bytes at offset ", at, " of a ring of ", capacity_,
+                                      ": its shared-memory stream is corrupt. Restart the job"));
+  std::byte* ring = my_data(sender);
   if (!i.touched) [[unlikely]] {
-    inbox::touch_pages(my_data(peer), capacity_, false);
+    inbox::touch_pages(ring, capacity_, false);
     i.touched = true;
   }
-  copy_out(my_data(peer), capacity_, i.tail, data, n);
-  i.tail += n;
-  r.tail.store(i.tail, std::memory_order_release);
+  // The chunk's next lines are complete too: fetch them while its start is being parsed.
+  const uint64_t span = std::min<uint64_t>(inbox::chunk_span(length), kPrefetchBytes);
+  for (uint64_t line = inbox::kChunkAlign; line < span; line += inbox::kChunkAlign)
+    __builtin_prefetch(ring + at + line);
+  i.at = i.next + sizeof(inbox::ChunkHeader);
+  i.left = length;
+  i.next += inbox::chunk_span(length);
+  return true;
+}
+
+void ShmChannel::published(int sender) {
+  const In& i = in_[static_cast<size_t>(sender)];
+  poll_at_[static_cast<size_t>(sender)].store(i.left > 0 ? kPartial : i.next,
+                                              std::memory_order_relaxed);
+  // Room for the writer: everything before the current chunk's next unread byte.
+  inbox::RingControl& r = my_ring(sender);
+  r.tail.store(i.left > 0 ? i.at : i.next, std::memory_order_release);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (r.wants_room.load(std::memory_order_relaxed) != 0) [[unlikely]] {
     // The writer published its inbox before it wrote: the look-up does not wait.
-    Mapped* m = mapped(peer);
+    Mapped* m = mapped(sender);
     if (!m) {
       try {
-        m = map_peer(peer, Deadline::after(std::chrono::seconds(1)), true);
+        m = map_peer(sender, Deadline::after(std::chrono::seconds(1)), true);
       } catch (const Error&) {  // it is gone: nobody to wake
       }
     }
     if (m) ring_bell(*m->header);
   }
+}
+
+size_t ShmChannel::read(int peer, std::byte* data, size_t bytes) {
+  LOCKSTEP_ENFORCE(peer >= 0 && peer < n_ && peer != me_, InvalidArgument, who(peer),
+                   " is not a peer in a group of ", n_);
+  In& i = in_[static_cast<size_t>(peer)];
+  const std::byte* ring = my_data(peer);
+  size_t n = 0;
+  while (n < bytes && open_chunk(peer)) {
+    const size_t k = static_cast<size_t>(std::min<uint64_t>(i.left, bytes - n));
+    std::memcpy(data + n, ring + (i.at & (capacity_ - 1)), k);
+    n += k;
+    i.at += k;
+    i.left -= k;
+  }
+  if (n > 0) published(peer);
   return n;
 }
 
+std::span<const std::byte> ShmChannel::peek(int peer) {
+  LOCKSTEP_ENFORCE(peer >= 0 && peer < n_ && peer != me_, InvalidArgument, who(peer),
+                   " is not a peer in a group of ", n_);
+  if (!open_chunk(peer)) return {};
+  const In& i = in_[static_cast<size_t>(peer)];
+  return {my_data(peer) + (i.at & (capacity_ - 1)), static_cast<size_t>(i.left)};
+}
+
+void ShmChannel::consume(int peer, size_t bytes) {
+  In& i = in_[static_cast<size_t>(peer)];
+  LOCKSTEP_ENFORCE(bytes <= i.left, InvalidArgument, who(peer), ": consume(", bytes,
+                   ") past the ", i.left, " bytes peek() showed");
+  i.at += bytes;
+  i.left -= bytes;
+  published(peer);
+}
+
+bool ShmChannel::unread_from(int sender) const {
+  const uint64_t next = poll_at_[static_cast<size_t>(sender)].load(std::memory_order_relaxed);
+  return next == kPartial || __atomic_load_n(&chunk_at(sender, next)->stamp, __ATOMIC_ACQUIRE) ==
+                                 inbox::chunk_stamp(next, header_->stamp_key);
+}
+
 bool ShmChannel::maybe_unread() const {
-  for (int s = 0; s < n_; ++s) {
-    if (s == me_) continue;
-    const inbox::RingControl& r = my_ring(s);
-    if (r.head.load(std::memory_order_acquire) != r.tail.load(std::memory_order_relaxed))
-      return true;
-  }
+  for (int s = 0; s < n_; ++s)
+    if (s != me_ && unread_from(s)) return true;
   return false;
 }
 
@@ -280,10 +328,7 @@ std::string ShmChannel::broken(int peer) {
                    " is not a peer in a group of ", n_);
   std::string why = state_of(peer);
   // Then whether read() has more: what the peer wrote before it closed (or died) is visible now.
-  const inbox::RingControl& r = my_ring(peer);
-  if (!why.empty() &&
-      r.head.load(std::memory_order_acquire) != r.tail.load(std::memory_order_relaxed))
-    return "";
+  if (!why.empty() && unread_from(peer)) return "";
   return why;
 }
 
@@ -318,8 +363,11 @@ bool ShmChannel::ready(std::span<const int> want_room) const {
   for (int p : want_room) {
     const Mapped* m = p >= 0 && p < n_ && p != me_ ? mapped(p) : nullptr;
     if (!m) return true;  // nothing written to it yet: room
+    // Room for a chunk of at least a byte (write() takes nothing with less).
     const uint64_t tail = m->ring->tail.load(std::memory_order_acquire);
-    if (m->ring->head.load(std::memory_order_relaxed) - tail < m->capacity) return true;
+    if (m->capacity - (m->ring->head.load(std::memory_order_relaxed) - tail) >=
+        inbox::chunk_span(1))
+      return true;
   }
   return false;
 }

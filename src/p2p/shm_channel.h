@@ -3,19 +3,21 @@
 // [Inboxes] Each rank owns one inbox, a segment it creates in its constructor (shm_open, named
 // "lockstep-p2p-<pid>-<random>") and publishes under store_key(config, "shm_inbox", rank) as
 // "<pid> <pid namespace> <name>". An inbox (layout in src/p2p/shm_inbox.h) is a header (owner pid
-// and rank, ring capacity, the bell, the sleeping count, the closed flag, the attach count), then a
-// ring per sender (size - 1 of them): its control (head, written by the sender, with its wants_room
-// flag; tail, written by the owner; each on its own cache line) and its data (capacity bytes, a
-// power of two, page-aligned). A writer maps only the controls of its peer's inbox and its own
+// and rank, ring capacity, the stamp key, the bell, the sleeping count, the closed flag, the attach
+// count), then a ring per sender (size - 1 of them): its control (head, written by the sender;
+// tail, written by the owner, with the sender's wants_room flag; each on its own cache line) and
+// its data (capacity bytes, a power of two, page-aligned). A writer maps only the controls of its peer's inbox and its own
 // ring's data, which it reserves (fallocate) when it first connects, so that a full /dev/shm
 // fails there and not with SIGBUS; a reader maps its own inbox whole. Untouched rings cost
 // address space only. The name is unlinked as soon as every peer has mapped it (attach count),
 // else at destruction; a rank that starts unlinks the inboxes of dead processes.
 //
-// [Streams] Ring s of inbox r is a single-producer single-consumer byte ring from s to r: head
-// is written only by s (release), tail only by r (release), both read with acquire; positions
-// run freely and wrap by masking. Each side keeps its own position and a cached copy of the
-// other's, so a write or read that fits touches the shared counters once.
+// [Streams] Ring s of inbox r is a single-producer single-consumer ring from s to r, holding the
+// stream as chunks (layout in shm_inbox.h): each write() appends one chunk, stamped last
+// (release), and the reader finds the next chunk by its stamp (acquire), so that a small message
+// costs the reader one cache line, the one it was watching. tail (the reader's position, release)
+// tells the writer how much room it has; head (the writer's, release) serves only sleep(). A
+// chunk never wraps around the ring's end; positions run freely and wrap by masking.
 //
 // [Sleeping] sleep() reads the bell of its own inbox, raises the sleeping count (and wants_room
 // in the rings it wants room in), re-checks (data in any ring, room in those rings, a pending
@@ -69,6 +71,8 @@ class ShmChannel : public Channel {
   size_t write(int peer, const std::byte* data, size_t bytes, Deadline deadline) override;
   bool write_whole(int peer, const std::byte* data, size_t bytes, Deadline deadline) override;
   size_t read(int peer, std::byte* data, size_t bytes) override;
+  std::span<const std::byte> peek(int peer) override;
+  void consume(int peer, size_t bytes) override;
   bool maybe_unread() const override;
   std::string broken(int peer) override;
   void sleep(Clock::time_point until, std::span<const int> want_room) override;
@@ -87,6 +91,7 @@ class ShmChannel : public Channel {
     inbox::RingControl* ring = nullptr;  // ring[me] in the peer's inbox
     std::byte* data = nullptr;           // its data; null until the first write
     uint64_t capacity = 0;
+    uint64_t stamp_key = 0;  // of its inbox: the stamps of the chunks this rank writes there
     std::string name;
     int fd = -1;  // open until `data` is mapped
     int pid = 0;
@@ -101,13 +106,34 @@ class ShmChannel : public Channel {
     uint64_t tail_seen = 0;
   };
   struct In {  // from a peer: touched only by read()
-    uint64_t tail = 0;
-    uint64_t head_seen = 0;
-    bool touched = false;  // the ring's pages touched (inbox::touch_pages), on its first bytes
+    uint64_t next = 0;      // position of the next chunk, once the current one is read
+    uint64_t at = 0;        // position of the current chunk's next unread byte
+    uint64_t left = 0;      // its unread bytes
+    bool touched = false;   // the ring's pages touched (inbox::touch_pages), on its first bytes
   };
+  // What maybe_unread() watches in the ring from a sender, published by read(): the position of
+  // the next chunk, or kPartial while a chunk has bytes left.
+  static constexpr uint64_t kPartial = ~uint64_t{0};
 
-  inbox::RingControl& my_ring(int sender) const;
-  std::byte* my_data(int sender) const;
+  inbox::RingControl& my_ring(int sender) const {
+    return inbox::ring_control(base_, inbox::slot(sender, me_));
+  }
+  std::byte* my_data(int sender) const {
+    return base_ + header_->data_offset + inbox::slot(sender, me_) * capacity_;
+  }
+  // Makes the next chunk from `sender` the current one (In::at, left, next) if its stamp is there
+  // and the current one is all read; false when there is none. NetworkError for a corrupt one.
+  bool open_chunk(int sender);
+  // After reads from `sender`: publishes what maybe_unread() watches and the room freed, and wakes
+  // the writer if it sleeps for room.
+  void published(int sender);
+  // Whether the stream from `sender` has bytes read() has not taken. Lock-free.
+  bool unread_from(int sender) const;
+  // Where the next chunk from `sender` starts: its header, once its stamp is there.
+  const inbox::ChunkHeader* chunk_at(int sender, uint64_t position) const {
+    return reinterpret_cast<const inbox::ChunkHeader*>(my_data(sender) +
+                                                       (position & (capacity_ - 1)));
+  }
   // The peer's inbox mapped (controls only), waiting for its store key until deadline.
   // TimeoutError, or NetworkError (its inbox is gone: "rank 2 closed its end of the stream",
   // "... died"); quiet: null instead, except for that NetworkError.
@@ -142,6 +168,7 @@ class ShmChannel : public Channel {
   std::unique_ptr<std::atomic<Mapped*>[]> peers_;
   std::vector<Out> out_;
   std::vector<In> in_;
+  std::unique_ptr<std::atomic<uint64_t>[]> poll_at_;  // per sender: see kPartial
   std::vector<Clock::time_point> next_try_;  // broken(): when to look up an unmapped peer again
 };
 

@@ -26,7 +26,7 @@ namespace lockstep::p2p::inbox {
 namespace {
 
 constexpr uint64_t kMagic = 0x6c6b7370'3270'6962ull;  // "lksp2pib"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr const char* kPrefix = "lockstep-p2p-";
 
 void* map(int fd, size_t bytes, uint64_t offset, int extra_flags = 0) {
@@ -104,6 +104,9 @@ std::byte* create(const std::string& name, int rank, int size, int pid, uint64_t
   h->capacity = capacity;
   h->data_offset = offset;
   h->total_bytes = bytes;
+  std::random_device rd;
+  do h->stamp_key = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  while (h->stamp_key == 0);
   for (size_t s = 0; s + 1 < static_cast<size_t>(size); ++s)
     new (&ring_control(base, s)) RingControl();
   return static_cast<std::byte*>(base);

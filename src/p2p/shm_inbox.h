@@ -5,6 +5,13 @@
 //   [0, 256)                     Header
 //   [256, +128 * (size - 1))     RingControl per sender, in rank order skipping the owner
 //   [data_offset, +capacity * (size - 1))   each sender's ring data; data_offset is page-aligned
+//
+// A ring's data is a sequence of chunks, each at a 64-byte-aligned position and never wrapping
+// around the ring's end: a ChunkHeader (its stamp and its payload's length), the payload, then
+// padding to the next multiple of 64. The stamp, written last, is chunk_stamp(position, key):
+// a reader finds the next chunk by watching the one cache line where it will start, and a stale
+// line from an earlier lap (a stamp of another position, or payload bytes) never passes for it
+// except by a 2^-64 chance (the key is the inbox's random Header::stamp_key).
 #pragma once
 
 #include <atomic>
@@ -25,6 +32,7 @@ struct Header {
   uint64_t capacity = 0;     // of each ring; a power of two, a multiple of the page size
   uint64_t data_offset = 0;  // of ring 0's data; page-aligned
   uint64_t total_bytes = 0;
+  uint64_t stamp_key = 0;  // random, never zero: see chunk_stamp
   alignas(64) std::atomic<uint32_t> bell{0};  // futex word, rung by writers, readers and wake()
   std::atomic<uint32_t> sleeping{0};          // sleep() calls in progress
   alignas(64) std::atomic<uint32_t> closed{0};
@@ -32,10 +40,27 @@ struct Header {
 };
 
 struct RingControl {
-  alignas(64) std::atomic<uint64_t> head{0};  // bytes written: only the sender stores
-  std::atomic<uint32_t> wants_room{0};        // the sender sleeps until there is room
+  // The sender's position (bytes of chunks written): only the sender stores; readers of the ring
+  // go by the chunks' stamps, and head serves sleep()'s look for room.
+  alignas(64) std::atomic<uint64_t> head{0};
   alignas(64) std::atomic<uint64_t> tail{0};  // bytes read: only the owner stores
+  // The sender sleeps until there is room. Beside tail, which the owner writes anyway: the owner
+  // looks at it after every read, and the line with head would cost it a miss per message.
+  std::atomic<uint32_t> wants_room{0};
 };
+
+// The start of each chunk in a ring's data.
+struct ChunkHeader {
+  uint64_t stamp;  // chunk_stamp(its position, the inbox's key), stored last (release)
+  uint64_t bytes;  // of payload after this header
+};
+constexpr size_t kChunkAlign = 64;
+static_assert(sizeof(ChunkHeader) == 16 && kChunkAlign % alignof(ChunkHeader) == 0);
+inline uint64_t chunk_stamp(uint64_t position, uint64_t key) { return ~position ^ key; }
+// The bytes a chunk of `payload` bytes takes in the ring, padding included.
+inline uint64_t chunk_span(uint64_t payload) {
+  return (sizeof(ChunkHeader) + payload + kChunkAlign - 1) / kChunkAlign * kChunkAlign;
+}
 
 constexpr size_t kControlOffset = 256;
 static_assert(sizeof(Header) <= kControlOffset);

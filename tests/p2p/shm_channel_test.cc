@@ -2,13 +2,17 @@
 // Streams arrive intact (compared byte for byte, and by checksum) across many wraparounds with
 // random chunk sizes (also with two threads per rank, sleep() beside write and read, as under the
 // engine) and in a 64 MiB stream through a small ring; a full ring takes nothing and
-// frees up as the reader reads; sleep() ends promptly on data, wake() and room (the median delay
+// frees up as the reader reads; peek() and consume() take chunks as read() would; a corrupt
+// chunk is a NetworkError naming its writer; sleep() ends promptly on data, wake() and room (the median delay
 // is far below the 100 ms cap, which a lost wake-up would show) and keeps to `until`; broken()
 // after close and after the child is SIGKILLed (only once its last bytes are read); nothing is
 // left in /dev/shm.
 #include "p2p/shm_channel.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -203,20 +207,81 @@ TEST(ShmChannel, FullRingTakesNothingAndFreesUpAsTheReaderReads) {
   auto ch = channels(2, 4096);
   const Bytes data = random_bytes(10'000, 3);
   const Deadline soon = Deadline::after(5s);
-  EXPECT_EQ(ch[0]->write(1, data.data(), data.size(), soon), 4096u);
-  EXPECT_EQ(ch[0]->write(1, data.data() + 4096, 100, soon), 0u);
+  // One chunk fills the empty ring: all of it but the chunk's header.
+  size_t sent = ch[0]->write(1, data.data(), data.size(), soon);
+  EXPECT_EQ(sent, 4096u - sizeof(inbox::ChunkHeader));
+  EXPECT_EQ(ch[0]->write(1, data.data() + sent, 100, soon), 0u) << "the ring is full";
   Bytes got(data.size());
-  EXPECT_EQ(ch[1]->read(0, got.data(), 1000), 1000u);
-  EXPECT_EQ(ch[0]->write(1, data.data() + 4096, 5000, soon), 1000u);
-  EXPECT_EQ(ch[0]->write(1, data.data() + 5096, 5000, soon), 0u);
-  EXPECT_EQ(ch[1]->read(0, got.data() + 1000, 9000), 4096u);
-  EXPECT_EQ(ch[1]->read(0, got.data() + 5096, 9000), 0u);
-  EXPECT_EQ(ch[0]->write(1, data.data() + 5096, 4904, soon), 4096u);
-  EXPECT_EQ(ch[1]->read(0, got.data() + 5096, 4904), 4096u);
-  EXPECT_EQ(ch[0]->write(1, data.data() + 9192, 808, soon), 808u);
-  EXPECT_EQ(ch[1]->read(0, got.data() + 9192, 808), 808u);
+  size_t received = ch[1]->read(0, got.data(), 1000);
+  EXPECT_EQ(received, 1000u);
+  // The read freed the chunk's header and 1000 bytes; a new chunk takes whole lines of it.
+  const size_t more = ch[0]->write(1, data.data() + sent, 5000, soon);
+  EXPECT_EQ(more, 1000u / inbox::kChunkAlign * inbox::kChunkAlign - sizeof(inbox::ChunkHeader));
+  sent += more;
+  EXPECT_EQ(ch[0]->write(1, data.data() + sent, 100, soon), 0u) << "full again";
+  for (int round = 0; received < data.size() && round < 1000; ++round) {
+    const size_t n = ch[1]->read(0, got.data() + received, data.size() - received);
+    EXPECT_GT(n, 0u) << "round " << round << ": a full ring has bytes to read";
+    received += n;
+    if (sent < data.size()) sent += ch[0]->write(1, data.data() + sent, data.size() - sent, soon);
+  }
+  EXPECT_EQ(received, data.size());
   EXPECT_TRUE(got == data);
   EXPECT_EQ(ch[1]->read(0, got.data(), 1), 0u);
+}
+
+TEST(ShmChannel, PeekLendsTheNextChunkAndConsumeTakesItLikeARead) {
+  auto ch = channels(2, 4096);
+  const Bytes data = random_bytes(300, 4);
+  const Deadline soon = Deadline::after(5s);
+  EXPECT_TRUE(ch[1]->peek(0).empty()) << "nothing written yet";
+  ASSERT_EQ(ch[0]->write(1, data.data(), 100, soon), 100u);
+  ASSERT_EQ(ch[0]->write(1, data.data() + 100, 200, soon), 200u);
+  auto first = ch[1]->peek(0);
+  ASSERT_EQ(first.size(), 100u) << "one chunk at a time";
+  EXPECT_TRUE(std::equal(first.begin(), first.end(), data.begin()));
+  ch[1]->consume(0, 40);
+  auto rest = ch[1]->peek(0);
+  ASSERT_EQ(rest.size(), 60u);
+  EXPECT_TRUE(std::equal(rest.begin(), rest.end(), data.begin() + 40));
+  ch[1]->consume(0, 60);
+  Bytes got(200);
+  EXPECT_EQ(ch[1]->read(0, got.data(), got.size()), 200u) << "read goes on where consume ended";
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin() + 100));
+  EXPECT_TRUE(ch[1]->peek(0).empty());
+  EXPECT_FALSE(ch[1]->maybe_unread());
+  EXPECT_THROW(ch[1]->consume(0, 1), InvalidArgument) << "past what peek showed";
+}
+
+TEST(ShmChannel, ACorruptChunkIsANetworkErrorNamingTheWriter) {
+  auto ch = channels(2, 4096);
+  // Rank 1's inbox as rank 0's process sees it: a chunk whose length runs past the ring's end.
+  const int fd = ::shm_open(ch[1]->inbox_name().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  void* base = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE,
+                      MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(base, MAP_FAILED);
+  const auto* header = static_cast<const inbox::Header*>(base);
+  auto* chunk = reinterpret_cast<inbox::ChunkHeader*>(static_cast<std::byte*>(base) +
+                                                      header->data_offset +
+                                                      inbox::slot(0, 1) * header->capacity);
+  chunk->bytes = uint64_t{1} << 40;
+  __atomic_store_n(&chunk->stamp, inbox::chunk_stamp(0, header->stamp_key), __ATOMIC_RELEASE);
+  EXPECT_TRUE(ch[1]->maybe_unread());
+  std::byte b[16];
+  try {
+    ch[1]->read(0, b, sizeof b);
+    ADD_FAILURE() << "a corrupt chunk was read";
+  } catch (const NetworkError& e) {
+    EXPECT_NE(std::string_view(e.what()).find("rank 0 wrote a chunk of 1099511627776 bytes"),
+              std::string_view::npos)
+        << e.what();
+    EXPECT_NE(std::string_view(e.what()).find("corrupt"), std::string_view::npos) << e.what();
+  }
+  ::munmap(base, static_cast<size_t>(st.st_size));
 }
 
 // The median time from trigger() to the return of a sleep() on `sleeper` that it should end.
