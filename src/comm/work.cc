@@ -30,6 +30,12 @@ struct WorkState {
   std::atomic<bool> done{false};
   std::exception_ptr error;
   std::vector<std::function<void(std::exception_ptr)>> callbacks;
+  // [Quiet completion] A success with no callback and nobody blocked in wait() completes with one
+  // store, without the lock. on_complete raises has_callbacks, and a blocking waiter `blocked`,
+  // under the lock before it looks at done; complete() stores done before it looks at them (all
+  // seq_cst): either it sees them and takes the lock, or they see done.
+  std::atomic<bool> has_callbacks{false};
+  std::atomic<int> blocked{0};
   // Someone saw the outcome: wait, exception() or a callback. Atomic: once done, wait() and the
   // handle's destruction read and write it without the lock (the fast path of a finished op).
   std::atomic<bool> observed{false};
@@ -61,13 +67,35 @@ std::pair<WorkPtr, WorkCompletion> WorkAccess::make(Description description,
   return {std::make_shared<Work>(WorkKey{}, state), state};
 }
 
+namespace {
+
+// A finished op's handle and state in one allocation (the fast path of every small send): the
+// handle holds its state without owning it, since both live and die together.
+struct CompletedWork {
+  CompletedWork(WorkKey key, Description description)
+      : state(std::move(description)),
+        work(key, std::shared_ptr<WorkState>(std::shared_ptr<void>(), &state)) {
+    state.done.store(true, std::memory_order_relaxed);
+  }
+  WorkState state;
+  Work work;  // destroyed first
+};
+
+}  // namespace
+
 WorkPtr WorkAccess::make_completed(Description description) {
-  auto state = std::make_shared<WorkState>(std::move(description));
-  state->done.store(true, std::memory_order_relaxed);
-  return std::make_shared<Work>(WorkKey{}, std::move(state));
+  auto block = std::make_shared<CompletedWork>(WorkKey{}, std::move(description));
+  return WorkPtr(block, &block->work);
+}
+
+bool WorkAccess::complete_quietly(const WorkCompletion& s) {
+  s->done.store(true, std::memory_order_seq_cst);
+  return !s->has_callbacks.load(std::memory_order_seq_cst) &&
+         s->blocked.load(std::memory_order_seq_cst) == 0;
 }
 
 void WorkAccess::complete(const WorkCompletion& s, std::exception_ptr error) {
+  if (!error && complete_quietly(s)) return;
   std::vector<std::function<void(std::exception_ptr)>> callbacks;
   {
     std::lock_guard<std::mutex> lock(s->mu);
@@ -106,7 +134,9 @@ Work::~Work() {
   // On a progress thread the op may be one this thread has yet to run: complete() logs its error.
   if (!detail::on_progress_thread) {
     // The progress thread completes every op by its deadline, so this wait is bounded too.
+    state_->blocked.fetch_add(1);
     state_->done_cv.wait(lock, [&] { return state_->done.load(); });
+    state_->blocked.fetch_sub(1);
   }
   state_->handle_alive = false;
   if (state_->done && state_->error && !state_->observed) detail::log_unobserved(*state_);
@@ -136,10 +166,16 @@ void Work::wait(std::chrono::milliseconds timeout) {
     return;
   }
   std::unique_lock<std::mutex> lock(state_->mu);
+  state_->blocked.fetch_add(1);  // before the predicate's look at done: [Quiet completion]
+  bool finished = true;
   if (timeout.count() < 0) {
     // The progress thread completes every op by its deadline, so this wait is bounded too.
     state_->done_cv.wait(lock, [&] { return state_->done.load(); });
-  } else if (!state_->done_cv.wait_for(lock, timeout, [&] { return state_->done.load(); })) {
+  } else {
+    finished = state_->done_cv.wait_for(lock, timeout, [&] { return state_->done.load(); });
+  }
+  state_->blocked.fetch_sub(1);
+  if (!finished) {
     throw TimeoutError(detail::concat(state_->description(), ": not finished after ",
                                       timeout.count(),
                                       " ms of Work::wait (the op itself continues until its own "
@@ -159,6 +195,7 @@ void Work::on_complete(std::function<void(std::exception_ptr)> fn) {
   std::exception_ptr error;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
+    state_->has_callbacks.store(true);  // before the look at done: [Quiet completion]
     if (!state_->done) {
       state_->callbacks.push_back(std::move(fn));
       return;

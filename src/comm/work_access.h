@@ -65,6 +65,10 @@ struct WorkAccess {
   static WorkPtr make_completed(Description description);
   // Called once per op: wakes the waiters, then runs the on_complete callbacks.
   static void complete(const WorkCompletion& work, std::exception_ptr error = nullptr);
+  // Completes a successful op at once when nothing more is to be done (no callback, nobody
+  // blocked in wait): true. False: complete(work) must still run (callbacks, wake-ups), outside
+  // any lock a callback might need. Never runs a callback itself, so callers may hold locks.
+  static bool complete_quietly(const WorkCompletion& work);
   // Marks the calling thread as a group's progress thread: a handle dropped there (by an
   // on_complete callback, say) does not wait, since this thread may be the one that must run the
   // op.

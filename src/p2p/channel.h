@@ -39,10 +39,11 @@ class Channel {
   // Takes up to `bytes` bytes of the stream from `peer` into `data`; returns how many (0: nothing
   // now). Never blocks. Bytes a peer wrote before its stream broke are still returned first.
   virtual size_t read(int peer, std::byte* data, size_t bytes) = 0;
-  // The bytes from `peer` that read() would return next, as far as they lie in one piece in the
-  // channel (empty when none are there, or when the channel cannot lend them): the engine parses
-  // a small frame in place and takes it with one consume(). Valid until the next call for peer.
-  // Default: empty (the engine then reads).
+  // Whether peek() lends bytes. Default: false (the engine only reads).
+  virtual bool lends_bytes() const { return false; }
+  // Where lends_bytes(): the bytes from `peer` that read() would return next, as far as they lie
+  // in one piece in the channel (empty only when there are none): the engine parses a small
+  // frame in place and takes it with one consume(). Valid until the next call for peer.
   virtual std::span<const std::byte> peek(int /*peer*/) { return {}; }
   // Takes `bytes` of what peek(peer) showed, as a read() of them would. Default: nothing (only
   // called after a non-empty peek).

@@ -64,6 +64,7 @@ std::string rank_text(int rank) { return "rank " + std::to_string(rank); }
 
 Engine::State::State(std::unique_ptr<Channel> c, const GroupConfig& config)
     : channel(std::move(c)),
+      lends_frames(channel->lends_bytes()),
       rank(config.rank),
       size(config.size),
       group(config.name),
@@ -378,8 +379,14 @@ void Engine::State::op_done(const OpPtr& op, std::exception_ptr error) {
   if (op->request.peer == kAnySource && !error && b.ops.size() == 1)
     detail::WorkAccess::set_source_rank(b.work, op->source);
   if (--b.remaining == 0) {
-    finished.push_back(op->batch);
-    std::erase(batches, op->batch);
+    // Moved from `batches` to `finished`: no count of the shared pointer changes.
+    auto it = std::find(batches.begin(), batches.end(), op->batch);
+    if (it != batches.end()) {
+      finished.push_back(std::move(*it));
+      batches.erase(it);
+    } else {
+      finished.push_back(op->batch);
+    }
   }
 }
 
@@ -394,9 +401,19 @@ void Engine::State::complete_finished(std::unique_lock<std::mutex>& lock) {
   while (!finished.empty()) {
     std::vector<std::shared_ptr<Batch>> done;
     done.swap(finished);
-    lock.unlock();
-    for (const auto& b : done) detail::WorkAccess::complete(b->work, b->error);
-    lock.lock();
+    // A success nobody else awaits completes here, under the lock; the rest (errors, callbacks,
+    // blocked waiters) once it is released, since a callback may post again.
+    bool loud = false;
+    for (const auto& b : done) {
+      b->completed = !b->error && detail::WorkAccess::complete_quietly(b->work);
+      loud |= !b->completed;
+    }
+    if (loud) {
+      lock.unlock();
+      for (const auto& b : done)
+        if (!b->completed) detail::WorkAccess::complete(b->work, b->error);
+      lock.lock();
+    }
     for (auto& b : done) retired.push_back(std::move(b));
     done.clear();
     if (finished.empty()) {  // keep the vector's memory: no allocation per message

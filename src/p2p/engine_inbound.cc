@@ -79,14 +79,14 @@ void Engine::State::on_message(int peer, const FrameHeader& h) {
     unexpected.push_back(u);
     return;
   }
-  OpPtr recv = *it;
+  OpPtr recv = std::move(*it);
   posted_recvs.erase(it);
-  deliver(recv, peer, h);
+  deliver(std::move(recv), peer, h);
 }
 
 // A recv matched with a message from `peer` whose header is h (its payload, for an eager one, is
 // the next thing on the stream when this is called from on_message).
-void Engine::State::deliver(const OpPtr& recv, int peer, const FrameHeader& h) {
+void Engine::State::deliver(OpPtr recv, int peer, const FrameHeader& h) {
   recv->source = peer;
   if (recv->bytes != h.bytes || static_cast<uint8_t>(recv->request.dtype) != h.dtype) {
     const std::string text = mismatch_text(*recv, peer, h);
@@ -96,7 +96,7 @@ void Engine::State::deliver(const OpPtr& recv, int peer, const FrameHeader& h) {
   }
   if (h.kind == FrameKind::eager) {
     peers[peer].in_dest = static_cast<std::byte*>(recv->request.output);
-    peers[peer].in_recv = recv;
+    peers[peer].in_recv = std::move(recv);
     return;
   }
   recv->id = h.id;
@@ -112,7 +112,17 @@ void Engine::State::deliver(const OpPtr& recv, int peer, const FrameHeader& h) {
 bool Engine::State::read_in(int peer) {
   Peer& p = peers[peer];
   for (size_t round = 0; round < kReadsPerRound; ++round) {
-    if (p.in_header_got == 0 && take_whole_frame(peer)) continue;
+    if (p.in_header_got == 0 && lends_frames) {
+      const Taken taken = take_whole_frame(peer);
+      if (taken == Taken::nothing) return false;
+      // A waiter's op is done: return to complete it rather than first look at where the next
+      // frame will be, a line the peer has likely yet to write (a cache miss on the way to the
+      // waiter). The channel's sleep() looks there before it sleeps.
+      if (taken == Taken::frame) {
+        if (!finished.empty()) return false;
+        continue;
+      }
+    }
     if (p.in_header_got < sizeof(FrameHeader)) {
       size_t n = channel->read(peer, reinterpret_cast<std::byte*>(&p.in) + p.in_header_got,
                                sizeof(FrameHeader) - p.in_header_got);
@@ -144,15 +154,16 @@ bool Engine::State::read_in(int peer) {
 // [Frames in place] When the channel lends the next frame whole (Channel::peek), its header is
 // parsed there and its payload copied straight to where it goes, and the frame is taken with one
 // consume(): one publication to the peer per frame instead of one per read.
-bool Engine::State::take_whole_frame(int peer) {
+Engine::State::Taken Engine::State::take_whole_frame(int peer) {
   const std::span<const std::byte> span = channel->peek(peer);
-  if (span.size() < sizeof(FrameHeader)) return false;
+  if (span.empty()) return Taken::nothing;
+  if (span.size() < sizeof(FrameHeader)) return Taken::partly;
   Peer& p = peers[peer];
   FrameHeader h;
   std::memcpy(&h, span.data(), sizeof h);
   check_frame(h, peer);
   const uint64_t payload = carries_payload(h.kind) ? h.bytes : 0;
-  if (span.size() - sizeof h < payload) return false;  // read() takes it in pieces
+  if (span.size() - sizeof h < payload) return Taken::partly;  // read() takes it in pieces
   p.in = h;
   p.in_header_got = sizeof h;
   on_header(peer);  // without a payload, the frame is done here
@@ -166,7 +177,7 @@ bool Engine::State::take_whole_frame(int peer) {
     on_payload_done(peer);
   }
   channel->consume(peer, sizeof h + payload);
-  return true;
+  return Taken::frame;
 }
 
 // The header of p.in is complete: decide where its payload goes, or act on it.

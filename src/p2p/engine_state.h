@@ -46,6 +46,7 @@ struct Batch {
   std::vector<OpPtr> ops;
   size_t remaining = 0;
   std::exception_ptr error;
+  bool completed = false;  // its Work completed quietly (complete_finished)
   // After the deadline: the queries sent, and when to give up waiting for their replies.
   bool diagnosing = false;
   Clock::time_point give_up{};
@@ -94,6 +95,7 @@ struct Engine::State : detail::WaitPoller {
   State(std::unique_ptr<Channel> c, const GroupConfig& config);
 
   std::unique_ptr<Channel> channel;
+  const bool lends_frames;  // channel->lends_bytes(): read_in parses frames in place
   const int rank;
   const int size;
   const std::string group;
@@ -155,11 +157,14 @@ struct Engine::State : detail::WaitPoller {
   // Reads what the peer sent, up to a bounded number of reads; true when it stopped at that bound
   // (read to 0 before sleeping: a channel need not wake for bytes already there).
   bool read_in(int peer);
-  bool take_whole_frame(int peer);  // see [Frames in place]
+  // [Frames in place] (channels that lend their bytes): the next frame from `peer` taken whole,
+  // or nothing there, or only part of a frame (read() then takes it in pieces).
+  enum class Taken { frame, nothing, partly };
+  Taken take_whole_frame(int peer);
   void on_header(int peer);
   void on_payload_done(int peer);
   void on_message(int peer, const FrameHeader& h);  // eager or rts header
-  void deliver(const OpPtr& recv, int peer, const FrameHeader& h);  // matched message
+  void deliver(OpPtr recv, int peer, const FrameHeader& h);  // matched message
   void check_gone(int peer);
   // For a recv from `peer`: a note when the peer's unmatched messages here carry another tag.
   std::string tag_hint(const PendingOp& op, int peer) const;

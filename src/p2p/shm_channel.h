@@ -71,6 +71,7 @@ class ShmChannel : public Channel {
   size_t write(int peer, const std::byte* data, size_t bytes, Deadline deadline) override;
   bool write_whole(int peer, const std::byte* data, size_t bytes, Deadline deadline) override;
   size_t read(int peer, std::byte* data, size_t bytes) override;
+  bool lends_bytes() const override { return true; }
   std::span<const std::byte> peek(int peer) override;
   void consume(int peer, size_t bytes) override;
   bool maybe_unread() const override;
