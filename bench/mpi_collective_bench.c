@@ -4,7 +4,8 @@
  *
  * Method (docs/bench.md): rank 0 measures single-core memcpy of 64 MiB (fastest of 5); each row
  * runs iters/10 warm-up iterations, then `iters` timed ones, each after a barrier; the row reports
- * the median over iterations of the slowest rank's time. float32 data, sum.
+ * the median over iterations of the slowest rank's time. A pingpong iteration is the mean of up to
+ * 100 round trips back to back (osu_latency's method). float32 data, sum.
  *
  * usage: mpirun -np N mpi_collective_bench [--op all_reduce|broadcast|all_gather|reduce_scatter|pingpong]
  *                                          [--min-bytes B] [--max-bytes B]
@@ -99,15 +100,24 @@ static const char* op_name(enum Op op) {
   return names[op];
 }
 
+/* Runs of the op per timed iteration, as lockstep bench's runs_per_iteration
+ * (src/cli/bench_options.h): a pingpong times up to 100 round trips back to back. */
+static int runs_per_iteration(enum Op op, size_t bytes) {
+  if (op != kPingPong) return 1;
+  size_t runs = (1u << 20) / (bytes > 0 ? bytes : 1);
+  return runs < 1 ? 1 : runs > 100 ? 100 : (int)runs;
+}
+
 /* One row: returns the median of the slowest rank's time per iteration, in microseconds. */
 static double time_row(enum Op op, float* in, float* out, int count, int iters) {
   double* t = calloc((size_t)iters, sizeof(double));
+  const int runs = runs_per_iteration(op, (size_t)count * sizeof(float));
   for (int i = 0; i < (iters / 10 > 0 ? iters / 10 : 1); ++i) run_op(op, in, out, count);
   for (int i = 0; i < iters; ++i) {
     MPI_Barrier(MPI_COMM_WORLD);
     double start = now_us();
-    run_op(op, in, out, count);
-    t[i] = now_us() - start;
+    for (int r = 0; r < runs; ++r) run_op(op, in, out, count);
+    t[i] = (now_us() - start) / runs;
   }
   MPI_Allreduce(MPI_IN_PLACE, t, iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   qsort(t, (size_t)iters, sizeof(double), compare_doubles);

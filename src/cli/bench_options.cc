@@ -304,6 +304,11 @@ int warmup_for(const BenchOptions& options, size_t bytes) {
   return std::max(1, iterations_for(options, bytes) / 10);
 }
 
+int runs_per_iteration(BenchOp op, size_t bytes) {
+  if (op != BenchOp::pingpong) return 1;
+  return static_cast<int>(std::clamp<size_t>((size_t{1} << 20) / std::max<size_t>(bytes, 1), 1, 100));
+}
+
 std::vector<size_t> message_sizes(const BenchOptions& options) {
   std::vector<size_t> sizes;
   for (size_t s = options.min_bytes; s <= options.max_bytes;) {

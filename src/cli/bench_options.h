@@ -81,6 +81,11 @@ std::vector<std::string> rank_arguments(int argc, char** argv);
 // the same volume (small sizes get many iterations, 64 MiB a handful).
 int iterations_for(const BenchOptions& options, size_t bytes);
 int warmup_for(const BenchOptions& options, size_t bytes);
+// Back-to-back runs of the op per timed iteration, whose mean is the iteration's time: 1, but a
+// pingpong runs up to 100 round trips (fewer for larger messages) as osu_latency does, since a
+// barrier before each microsecond-long round trip would add its own release skew to the time.
+// bench/mpi_collective_bench.c uses the same rule.
+int runs_per_iteration(BenchOp op, size_t bytes);
 
 // Message sizes of the table: min_bytes, min_bytes * step_factor, ... up to max_bytes.
 std::vector<size_t> message_sizes(const BenchOptions& options);

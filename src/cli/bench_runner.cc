@@ -59,13 +59,14 @@ Row run_row(ProcessGroup& pg, const OpParams& p, const BenchOptions& options, co
   for (int i = warmup_for(options, l.bytes); i > 0; --i) run_op(pg, p, in, out);
   // results[i]: this rank's time of iteration i in us; results[iters]: its wrong elements.
   std::vector<double> results(static_cast<size_t>(iters) + 1, 0.0);
+  const int runs = runs_per_iteration(p.op, l.bytes);
   for (int i = 0; i < iters; ++i) {
     pg.barrier()->wait();
     auto start = std::chrono::steady_clock::now();
-    run_op(pg, p, in, out);
+    for (int r = 0; r < runs; ++r) run_op(pg, p, in, out);
     auto stop = std::chrono::steady_clock::now();
     results[static_cast<size_t>(i)] =
-        std::chrono::duration<double, std::micro>(stop - start).count();
+        std::chrono::duration<double, std::micro>(stop - start).count() / runs;
   }
   if (options.check) {
     fill_for_check(p, pg.rank(), in, out);
