@@ -40,14 +40,22 @@ Reducer::~Reducer() {
 void Reducer::allocate(std::vector<BucketSpec> buckets) {
   buckets_ = std::move(buckets);
   storage_.clear();
+  stats_.shared_buckets = 0;
   bucket_of_.assign(params_.size(), 0);
   index_in_bucket_.assign(params_.size(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b) {
     size_t bytes = std::max<size_t>(buckets_[b].bytes(), kAlignment);
-    auto* memory = static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{kAlignment}));
-    std::memset(memory, 0, bytes);
-    storage_.emplace_back(
-        memory, [](std::byte* m) { ::operator delete[](m, std::align_val_t{kAlignment}); });
+    if (options_.shared_buckets) {  // page-aligned and zero-filled
+      auto buffer = std::make_shared<SharedBuffer>(group_.allocate(bytes, options_.timeout));
+      stats_.shared_buckets += buffer->shared() ? 1 : 0;
+      storage_.emplace_back(buffer, static_cast<std::byte*>(buffer->data()));
+    } else {
+      auto* memory =
+          static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{kAlignment}));
+      std::memset(memory, 0, bytes);
+      storage_.emplace_back(
+          memory, [](std::byte* m) { ::operator delete[](m, std::align_val_t{kAlignment}); });
+    }
     for (size_t i = 0; i < buckets_[b].params.size(); ++i) {
       bucket_of_[buckets_[b].params[i]] = b;
       index_in_bucket_[buckets_[b].params[i]] = i;

@@ -64,6 +64,8 @@ struct ReducerOptions {
   std::chrono::milliseconds timeout = kGroupTimeout;  // the reducer's own collectives
   BucketHook hook;                                    // empty: average_hook(timeout)
   bool rebuild_buckets = true;
+  // Buckets from ProcessGroup::allocate (see [Bucket memory]); false: private memory.
+  bool shared_buckets = false;
   // Prefix of warning messages, naming the caller.
   std::string what = "DistributedDataParallel";
   // Appended to the unused-parameter warning (the adapter's advice).
@@ -75,13 +77,20 @@ struct ReducerStats {
   int64_t rebuilds = 0;          // 0 or 1
   int64_t buckets_launched = 0;  // in total
   int64_t early_launched = 0;    // launched from mark_ready / mark_unused, not finalize
+  int64_t shared_buckets = 0;    // current buckets in memory the group's peers map ([Bucket memory])
   double wait_seconds = 0;       // in finalize, waiting for the Works: exposed communication
 };
 
 class Reducer {
  public:
   // `group` and `access` must outlive the reducer. Allocates the buckets (reverse registration
-  // order). Not collective.
+  // order). Collective only with shared_buckets (every rank allocates its buckets together).
+  //
+  // [Bucket memory] With shared_buckets, each bucket is a ProcessGroup::allocate buffer: on the
+  // shm backend, memory every rank maps, so a bucket's all_reduce skips the copies in and out of
+  // the group's segment (docs/shm.md, "Buffers from allocate"); elsewhere ordinary memory. The
+  // reducer allocates at construction and at the rebuild, both of which every rank reaches in
+  // the same order.
   Reducer(std::vector<ParamSpec> params, ProcessGroup& group, GradientAccess& access,
           ReducerOptions options);
   // Waits (each within its deadline) for Works still in flight, so their memory stays valid.

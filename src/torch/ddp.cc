@@ -213,6 +213,7 @@ DistributedDataParallelBase::Impl::Impl(std::shared_ptr<::torch::nn::Module> mod
                                     .bucket_bytes = options_.bucket_bytes},
                           .timeout = options_.timeout,
                           .hook = options_.comm_hook ? to_bucket_hook(options_.comm_hook) : nullptr,
+                          .shared_buckets = options_.shared_buckets,
                           .unused_advice = advice});
   install_hooks();
 }
@@ -357,6 +358,8 @@ DdpStats DistributedDataParallelBase::Impl::stats() const {
   s.buckets_launched = reducer_->stats().buckets_launched;
   s.early_launched = reducer_->stats().early_launched;
   s.comm_wait_seconds = reducer_->stats().wait_seconds;
+  s.buckets = static_cast<int64_t>(reducer_->buckets().size());
+  s.shared_buckets = reducer_->stats().shared_buckets;
   return s;
 }
 

@@ -160,7 +160,8 @@ std::shared_ptr<ProcessGroup> share(ProcessGroup& pg) {
 template <class Net, class RankStep, class RefStep>
 void expect_equivalent(int world, const DdpOptions& options, RankStep rank_step, RefStep ref_step,
                        double tolerance,
-                       std::function<void(DistributedDataParallel<Net>&, Net&, int)> check = {}) {
+                       std::function<void(DistributedDataParallel<Net>&, Net&, int)> check = {},
+                       const std::string& backend = "tcp") {
   at::set_num_threads(1);
   ::torch::manual_seed(0);
   Net reference;
@@ -197,7 +198,7 @@ void expect_equivalent(int world, const DdpOptions& options, RankStep rank_step,
                                  << (is_param ? " parameter #" : " buffer #") << i;
     }
     if (check) check(ddp, net, pg.rank());
-  });
+  }, backend);
   std::printf("[ddp equivalence] world %d: largest relative difference %.2g (tolerance %.0g)\n",
               world, *std::max_element(worst.begin(), worst.end()), tolerance);
 }
@@ -425,6 +426,36 @@ TEST_P(DdpEquivalence, BucketsRebuiltInArrivalOrderKeepGradientViews) {
               << "rank " << rank;
         }
       });
+}
+
+// [Bucket memory] On shm, DDP's buckets come from ProcessGroup::allocate, also after the rebuild
+// (here forced by the arrival order), so their all_reduce takes the zero-copy path, with the
+// gradients as views into that memory, and training still equals one process's. shared_buckets
+// = false keeps them private, and tcp has no shared memory to give.
+TEST(DdpBuckets, SharedMemoryBucketsOnShmTrainLikeOneProcess) {
+  Data d = make_data(2, 1, {8});
+  auto step = [&](auto& ddp, int r, int t) {
+    mse(ddp(d.shard_x(t, r)), d.shard_y(t, r)).backward();
+  };
+  auto ref = [&](Reordered& net, int t) { mse(net(d.x[t]), d.y[t]).backward(); };
+  for (const std::string backend : {"shm", "tcp"}) {
+    for (const bool shared : {true, false}) {
+      SCOPED_TRACE(backend + (shared ? ", shared buckets" : ", private buckets"));
+      const DdpOptions options{.first_bucket_bytes = 300,
+                               .bucket_bytes = 600,
+                               .gradient_as_bucket_view = true,
+                               .shared_buckets = shared};
+      const bool expect_shared = shared && backend == "shm";
+      expect_equivalent<Reordered>(
+          2, options, step, ref, 1e-5,
+          [&](auto& ddp, Reordered&, int) {
+            EXPECT_EQ(ddp.stats().bucket_rebuilds, 1);
+            EXPECT_EQ(ddp.stats().buckets, 2);
+            EXPECT_EQ(ddp.stats().shared_buckets, expect_shared ? 2 : 0);
+          },
+          backend);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, DdpEquivalence, ::testing::Values(2, 4),

@@ -99,6 +99,12 @@ struct DdpOptions {
   // (in-place zeroing) keeps the views; a .grad() replaced by the user is copied and re-viewed at
   // the next synchronised backward.
   bool gradient_as_bucket_view = false;
+  // Buckets in memory from ProcessGroup::allocate: on the shm backend, memory every rank maps, so
+  // that each bucket's all_reduce runs without the copies in and out of the group's segment (the
+  // zero-copy path; elsewhere it is ordinary memory). It makes building the DDP object and its
+  // first-iteration bucket rebuild collective, as the parameter broadcast already is. It needs
+  // /dev/shm room for about the model's gradients per rank; false: private memory.
+  bool shared_buckets = true;
   // How a bucket is averaged (comm_hooks.h). Empty: allreduce_hook().
   CommHook comm_hook{};
   // Deadline of every collective DDP issues; kGroupTimeout: the group's timeout.
@@ -128,6 +134,10 @@ struct DdpStats {
   int64_t bucket_rebuilds = 0;    // 0 or 1
   int64_t early_launched = 0;     // buckets launched before the end of backward, in total
   int64_t buckets_launched = 0;   // buckets launched, in total
+  int64_t buckets = 0;            // buckets now
+  // Of them, in memory every rank of the group maps (shared_buckets on the shm backend): their
+  // all_reduce takes the zero-copy path.
+  int64_t shared_buckets = 0;
   // Time backward spent at its end waiting for the buckets' communication (what overlap did not
   // hide), in total.
   double comm_wait_seconds = 0;
