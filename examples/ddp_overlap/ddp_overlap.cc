@@ -12,7 +12,8 @@
 // difference ddp backward - backward says the same, but carries the noise of two backward
 // timings.)
 //
-//   ddp_overlap [--world 2] [--iters 10] [--warmup 2] [--backend auto]   ranks as threads
+//   ddp_overlap [--world 2] [--iters 10] [--warmup 2] [--backend auto] [--shared-buckets 1]
+//                                                                       ranks as threads
 //   lockstep run --nproc-per-node 2 ddp_overlap                         ranks as processes
 //
 // --scaling 1 instead times whole training steps (forward, backward, SGD step) of the main job's
@@ -43,6 +44,7 @@ struct Args {
   int warmup = 2;
   std::string backend = "auto";
   int scaling = 0;
+  bool shared_buckets = true;  // DdpOptions::shared_buckets
 };
 
 Args parse(int argc, char** argv) {
@@ -59,6 +61,8 @@ Args parse(int argc, char** argv) {
       a.backend = argv[i + 1];
     else if (k == "--scaling")
       a.scaling = std::atoi(argv[i + 1]);
+    else if (k == "--shared-buckets")
+      a.shared_buckets = std::atoi(argv[i + 1]) != 0;
     else
       std::fprintf(stderr, "ddp_overlap: unknown option %s\n", k.c_str()), std::exit(2);
   }
@@ -138,13 +142,20 @@ void run_rank(const Args& a, std::shared_ptr<lockstep::ProcessGroup> pg) {
   Mlp net;
   auto x = torch::randn({64, 784});
   auto y = torch::randint(0, 10, {64});
-  lockstep::torch::DistributedDataParallel ddp(net, pg);
-  // Scratch buckets of DDP's sizes (1 MiB cap, then 25 MiB) for the allreduce alone.
+  lockstep::torch::DistributedDataParallel ddp(net, pg, {.shared_buckets = a.shared_buckets});
+  // Scratch buckets of DDP's sizes (1 MiB cap, then 25 MiB) for the allreduce alone, in the same
+  // kind of memory as DDP's (from allocate with shared buckets).
   std::vector<torch::Tensor> buckets;
+  std::vector<lockstep::SharedBuffer> memory;
   for (const auto& names : ddp.bucket_layout()) {
     int64_t n = 0;
     for (const auto& name : names) n += net->named_parameters()[name].numel();
-    buckets.push_back(torch::zeros({n}));
+    if (a.shared_buckets) {
+      memory.push_back(pg->allocate(static_cast<size_t>(n) * sizeof(float)));
+      buckets.push_back(torch::from_blob(memory.back().data(), {n}));
+    } else {
+      buckets.push_back(torch::zeros({n}));
+    }
   }
   // Forward outside the timed region; time backward. `model` is the bare module or DDP.
   auto time_backward = [&](auto& model) {
@@ -188,9 +199,11 @@ void run_rank(const Args& a, std::shared_ptr<lockstep::ProcessGroup> pg) {
   auto stats = ddp.stats();
   std::printf(
       "ddp_overlap: 784-4096-4096-10 MLP (%.1fM parameters), batch 64 per rank, world %d, "
-      "backend %s, medians of %d iterations\n",
+      "backend %s, %s buckets (%lld of %lld in memory every rank maps), medians of %d "
+      "iterations\n",
       (784 * 4096 + 4096 + 4096 * 4096 + 4096 + 4096 * 10 + 10) / 1e6, pg->size(),
-      pg->backend_name().c_str(), a.iters);
+      pg->backend_name().c_str(), a.shared_buckets ? "shared" : "private",
+      static_cast<long long>(stats.shared_buckets), static_cast<long long>(stats.buckets), a.iters);
   std::printf("  backward alone                     %8.1f ms\n", backward);
   std::printf("  allreduce alone (%zu buckets)        %8.1f ms\n", buckets.size(), allreduce);
   std::printf("  backward + allreduce, in sequence  %8.1f ms\n", backward + allreduce);
