@@ -94,13 +94,12 @@ void ZeroRedundancyOptimizer::Impl::broadcast_shard(int r) {
   ::torch::NoGradGuard no_grad;
   for (const auto& [dtype, indices] : by_dtype) {
     std::vector<at::Tensor> flat;
-    for (size_t i : indices) flat.push_back(params[i].detach().view({-1}));
-    at::Tensor buffer = mine ? at::cat(flat) : at::empty({0}, at::TensorOptions().dtype(dtype));
-    if (!mine) {
-      int64_t n = 0;
-      for (const auto& f : flat) n += f.numel();
-      buffer = at::empty({n}, at::TensorOptions().dtype(dtype));
+    int64_t n = 0;
+    for (size_t i : indices) {
+      flat.push_back(params[i].detach().view({-1}));
+      n += flat.back().numel();
     }
+    at::Tensor buffer = mine ? at::cat(flat) : at::empty({n}, at::TensorOptions().dtype(dtype));
     group->broadcast(detail::buffer_of(buffer), {.root = r, .timeout = timeout})->wait();
     if (mine) continue;
     int64_t at = 0;
