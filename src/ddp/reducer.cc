@@ -92,7 +92,12 @@ void Reducer::begin_backward() {
 }
 
 void Reducer::mark(size_t p, bool used) {
-  access_.read_gradient(p, slot(p));
+  if (zero_contribution_) {
+    BufferView s = slot(p);
+    std::memset(s.data, 0, s.bytes());
+  } else {
+    access_.read_gradient(p, slot(p));
+  }
   ready_[p] = 1;
   used_[p] = used ? 1 : 0;
   if (used) arrival_.push_back(p);
@@ -124,7 +129,8 @@ void Reducer::mark_ready(size_t p) {
   LOCKSTEP_ENFORCE(!used_[p], InvalidArgument, options_.what, ": parameter '", name,
                    "' got a gradient twice in one backward pass on rank ", group_.rank(),
                    ". Run one backward per forward (several losses: add them first), and use "
-                   "no_sync() to accumulate over micro-batches.");
+                   "no_sync() to accumulate over micro-batches.",
+                   options_.repeat_advice.empty() ? "" : " ", options_.repeat_advice);
   LOCKSTEP_ENFORCE(bucket_of_[p] >= next_launch_, InvalidArgument, options_.what, ": parameter '",
                    name, "' got a gradient on rank ", group_.rank(),
                    " after it was marked unused and its bucket was sent. The graph traversal of "
@@ -171,7 +177,7 @@ void Reducer::finalize() {
   for (size_t p = 0; p < params_.size(); ++p) {
     if (!ready_[p]) mark(p, false);
   }
-  warn_unused();
+  if (!zero_contribution_) warn_unused();
   in_backward_ = false;  // what launches now, launches late
   launch_ready();
   std::vector<uint8_t> global_used = used_;
@@ -200,6 +206,19 @@ void Reducer::finalize() {
     if (stats_.rebuilds == 1) log_layout();
   }
   times_.finished();
+}
+
+void Reducer::zero_iteration() {
+  begin_backward();
+  zero_contribution_ = true;
+  try {
+    for (size_t p = 0; p < params_.size(); ++p) mark(p, false);
+    finalize();
+  } catch (...) {
+    zero_contribution_ = false;
+    throw;
+  }
+  zero_contribution_ = false;
 }
 
 void Reducer::log_layout() const {

@@ -70,6 +70,8 @@ struct ReducerOptions {
   std::string what = "DistributedDataParallel";
   // Appended to the unused-parameter warning (the adapter's advice).
   std::string unused_advice;
+  // Appended to the error for a parameter that gets a gradient twice in one backward.
+  std::string repeat_advice;
 };
 
 struct ReducerStats {
@@ -114,6 +116,10 @@ class Reducer {
   // Ends the iteration (see [Iteration]). Rethrows the first communication error, after every
   // Work of the iteration has finished.
   void finalize();
+  // A whole iteration with a zero gradient for every parameter and no warning: the collectives
+  // of an iteration, for a rank that has no data left and shadows the others (Join). The
+  // averages are written back as in finalize.
+  void zero_iteration();
 
   void set_hook(BucketHook hook);
   // Parameter p's slot in its bucket. Valid until the next rebuild, or longer while a copy of
@@ -160,6 +166,7 @@ class Reducer {
   size_t next_launch_ = 0;
   std::vector<PendingReduction> inflight_;  // per bucket, once launched
   std::vector<size_t> arrival_;             // order of mark_ready, for the rebuild
+  bool zero_contribution_ = false;          // in zero_iteration
 
   std::set<size_t> warned_;
   ReducerStats stats_;

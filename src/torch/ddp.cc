@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <map>
 #include <unordered_set>
 
@@ -44,6 +45,24 @@ class AccumulatorHook : public ::torch::autograd::FunctionPostHook {
  private:
   std::function<void()> fn_;
 };
+
+// Runs `fn` when a node is about to run in a backward pass.
+class NodePreHook : public ::torch::autograd::FunctionPreHook {
+ public:
+  explicit NodePreHook(std::function<void()> fn) : fn_(std::move(fn)) {}
+  ::torch::autograd::variable_list operator()(
+      const ::torch::autograd::variable_list& grads) override {
+    fn_();
+    return grads;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
+
+void add_node_pre_hook(Node& node, std::function<void()> fn) {
+  node.add_pre_hook(std::make_unique<NodePreHook>(std::move(fn)));
+}
 
 // The parameter's gradient accumulator (the autograd node that writes .grad()). The tensor holds
 // it weakly: keep the returned pointer, or the node (and its hooks) vanish after each backward.
@@ -89,9 +108,9 @@ void reachable_nodes(const std::vector<at::Tensor>& outputs,
 
 // ---------------------------------------------------------------------------------------------
 
-// Copies rank 0's tensors to every rank, one broadcast per dtype. In place, outside autograd.
+// Copies rank root's tensors to every rank, one broadcast per dtype. In place, outside autograd.
 void broadcast_coalesced(ProcessGroup& group, const std::vector<at::Tensor>& tensors,
-                         std::chrono::milliseconds timeout) {
+                         std::chrono::milliseconds timeout, int root = 0) {
   if (group.size() == 1 || tensors.empty()) return;
   ::torch::NoGradGuard no_grad;
   std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;  // the same order on every rank
@@ -100,7 +119,7 @@ void broadcast_coalesced(ProcessGroup& group, const std::vector<at::Tensor>& ten
     std::vector<at::Tensor> flat_parts;
     for (const at::Tensor& t : group_tensors) flat_parts.push_back(t.reshape({-1}));
     at::Tensor flat = at::cat(flat_parts).contiguous();
-    group.broadcast(detail::buffer_of(flat), {.root = 0, .timeout = timeout})->wait();
+    group.broadcast(detail::buffer_of(flat), {.root = root, .timeout = timeout})->wait();
     int64_t offset = 0;
     for (at::Tensor t : group_tensors) {
       t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
@@ -135,8 +154,8 @@ ddp::BucketHook to_bucket_hook(CommHook hook) {
 
 class DistributedDataParallelBase::Impl : public ddp::GradientAccess {
  public:
-  Impl(std::shared_ptr<::torch::nn::Module> module, std::shared_ptr<ProcessGroup> group,
-       DdpOptions options);
+  Impl(DistributedDataParallelBase* owner, std::shared_ptr<::torch::nn::Module> module,
+       std::shared_ptr<ProcessGroup> group, DdpOptions options);
   ~Impl() override;
 
   void read_gradient(size_t p, BufferView slot) override;
@@ -146,6 +165,8 @@ class DistributedDataParallelBase::Impl : public ddp::GradientAccess {
   void pre_forward();
   void post_forward(const std::vector<at::Tensor>& outputs);
   void set_hook(CommHook hook);
+  void join_shadow(const JoinIteration& iteration);
+  void join_finish(int authority);
   DdpStats stats() const;
   std::vector<std::vector<std::string>> layout() const;
 
@@ -160,6 +181,9 @@ class DistributedDataParallelBase::Impl : public ddp::GradientAccess {
   void on_gradient(size_t p);
   void begin_backward();
   void on_backward_end();
+  void on_static_gradient(size_t p);
+  void finish_sync();
+  std::vector<at::Tensor> state_tensors() const;  // parameters, then buffers
 
   std::vector<std::string> names_;  // reduced parameters (requires_grad), registration order
   std::vector<at::Tensor> params_;
@@ -176,11 +200,29 @@ class DistributedDataParallelBase::Impl : public ddp::GradientAccess {
   bool traversed_ = false;        // reached_ holds this iteration's traversals
   std::vector<uint8_t> reached_;  // per parameter: reachable from some forward's outputs
   DdpStats stats_;
+  DistributedDataParallelBase* owner_;  // the Joinable
+  // Set to null when the Impl is gone: autograd nodes of a retained graph keep their hooks.
+  std::shared_ptr<Impl*> alive_;
+  double next_scale_ = 1.0;  // gradient factor of the iteration the last forward started (Join)
+  double scale_ = 1.0;       // of the running backward
+  bool reduced_ = false;     // the running backward's reduction has run (static graph)
+  // [Static graph]: accumulator runs per parameter in this backward, and as counted in the first.
+  std::vector<int32_t> runs_;
+  std::vector<int32_t> expected_runs_;
+  std::vector<int64_t> last_run_;  // the first backward: position of each parameter's last run
+  int64_t run_count_ = 0;
+  bool counted_ = false;  // expected_runs_ holds the first synchronised backward's counts
+  size_t expected_ready_ = 0, ready_ = 0;
 };
 
-DistributedDataParallelBase::Impl::Impl(std::shared_ptr<::torch::nn::Module> module,
+DistributedDataParallelBase::Impl::Impl(DistributedDataParallelBase* owner,
+                                        std::shared_ptr<::torch::nn::Module> module,
                                         std::shared_ptr<ProcessGroup> group, DdpOptions options)
-    : module_(std::move(module)), group_(std::move(group)), options_(std::move(options)) {
+    : module_(std::move(module)),
+      group_(std::move(group)),
+      options_(std::move(options)),
+      owner_(owner),
+      alive_(std::make_shared<Impl*>(this)) {
   LOCKSTEP_ENFORCE(module_ && group_, InvalidArgument,
                    "DistributedDataParallel needs a module and a process group (got null)");
   std::vector<ddp::ParamSpec> specs;
@@ -214,29 +256,37 @@ DistributedDataParallelBase::Impl::Impl(std::shared_ptr<::torch::nn::Module> mod
                           .timeout = options_.timeout,
                           .hook = options_.comm_hook ? to_bucket_hook(options_.comm_hook) : nullptr,
                           .shared_buckets = options_.shared_buckets,
-                          .unused_advice = advice});
+                          .unused_advice = advice,
+                          .repeat_advice = options_.static_graph
+                                               ? ""
+                                               : "If the model reuses parameters by design "
+                                                 "(reentrant activation checkpointing, a module "
+                                                 "applied twice), pass .static_graph = true."});
   install_hooks();
 }
 
 DistributedDataParallelBase::Impl::~Impl() {
+  *alive_ = nullptr;
   for (size_t p = 0; p < accumulators_.size(); ++p) {
     remove_accumulator_hook(*accumulators_[p], hook_keys_[p]);
   }
 }
 
+std::vector<at::Tensor> DistributedDataParallelBase::Impl::state_tensors() const {
+  std::vector<at::Tensor> all;
+  for (const auto& item : module_->named_parameters(true)) all.push_back(item.value());
+  for (const auto& item : module_->named_buffers(true)) all.push_back(item.value());
+  return all;
+}
+
 void DistributedDataParallelBase::Impl::check_and_broadcast() {
   std::vector<ddp::ParamShape> shapes;
-  std::vector<at::Tensor> all;
-  for (const auto& item : module_->named_parameters(true)) {
+  for (const auto& item : module_->named_parameters(true))
     shapes.push_back(shape_of(item.key(), item.value()));
-    all.push_back(item.value());
-  }
-  for (const auto& item : module_->named_buffers(true)) {
+  for (const auto& item : module_->named_buffers(true))
     shapes.push_back(shape_of(item.key(), item.value()));
-    all.push_back(item.value());
-  }
   ddp::verify_same_parameters(*group_, shapes, "DistributedDataParallel", options_.timeout);
-  broadcast_coalesced(*group_, all, options_.timeout);
+  broadcast_coalesced(*group_, state_tensors(), options_.timeout);
 }
 
 void DistributedDataParallelBase::Impl::install_hooks() {
@@ -258,15 +308,29 @@ void DistributedDataParallelBase::Impl::pre_forward() {
   }
   armed_ = true;
   reducer_->note_forward();
-  if (options_.broadcast_buffers && !buffers_synced_ && group_->size() > 1 && !buffers_.empty()) {
-    broadcast_coalesced(*group_, buffers_, options_.timeout);
+  if (buffers_synced_) return;
+  // The first synchronising forward of an iteration: under a Join, the all_reduce that tells
+  // which ranks still train; its lowest rank has current buffers.
+  JoinIteration join = owner_->notify_join();
+  next_scale_ = join.gradient_scale;
+  if (options_.broadcast_buffers && group_->size() > 1 && !buffers_.empty()) {
+    broadcast_coalesced(*group_, buffers_, options_.timeout, std::max(join.first_training_rank, 0));
     stats_.buffer_broadcasts += 1;
   }
   buffers_synced_ = true;
 }
 
 void DistributedDataParallelBase::Impl::post_forward(const std::vector<at::Tensor>& outputs) {
-  if (!armed_ || !options_.find_unused_parameters) return;
+  if (!armed_) return;
+  // The backward pass starts at these nodes, in the outermost graph task: its end callback goes
+  // there, even when the first gradient arrives inside a reentrant (checkpointed) inner backward.
+  for (const at::Tensor& out : outputs) {
+    if (!out.defined() || !out.requires_grad() || !out.grad_fn()) continue;
+    add_node_pre_hook(*out.grad_fn(), [alive = alive_] {
+      if (Impl* self = *alive; self && !self->backward_active_) self->begin_backward();
+    });
+  }
+  if (!options_.find_unused_parameters) return;
   std::unordered_set<const Node*> nodes;  // this graph only: freed nodes' addresses get reused
   reachable_nodes(outputs, nodes);
   reached_.resize(params_.size(), 0);
@@ -278,7 +342,41 @@ void DistributedDataParallelBase::Impl::post_forward(const std::vector<at::Tenso
 
 void DistributedDataParallelBase::Impl::on_gradient(size_t p) {
   if (!backward_active_) begin_backward();
-  if (syncing_) reducer_->mark_ready(p);
+  if (!syncing_ && !reduced_) return;
+  if (options_.static_graph) {
+    on_static_gradient(p);
+  } else {
+    reducer_->mark_ready(p);
+  }
+}
+
+void DistributedDataParallelBase::Impl::on_static_gradient(size_t p) {
+  const int32_t runs = ++runs_[p];
+  if (!counted_) {  // the first synchronised backward: count, reduce at its end
+    last_run_[p] = run_count_++;
+    return;
+  }
+  LOCKSTEP_ENFORCE(!reduced_, InvalidArgument, "DistributedDataParallel: parameter '", names_[p],
+                   "' got a gradient on rank ", group_->rank(),
+                   " after every gradient counted in the first backward pass had arrived and "
+                   "been reduced. static_graph needs the same autograd graph in every iteration; "
+                   "turn it off for a model whose graph changes");
+  LOCKSTEP_ENFORCE(
+      runs <= expected_runs_[p], InvalidArgument, "DistributedDataParallel: parameter '",
+      names_[p], "' got its gradient ", runs, runs == 1 ? " time" : " times",
+      " in this backward pass on rank ", group_->rank(), ", but ", expected_runs_[p],
+      expected_runs_[p] == 1 ? " time" : " times",
+      " in the first one. static_graph needs the same autograd graph in every iteration; turn it "
+      "off for a model whose graph changes");
+  if (runs < expected_runs_[p]) return;
+  reducer_->mark_ready(p);
+  if (++ready_ == expected_ready_) {
+    // Its last expected gradient: reduce when the graph task it arrived in ends (perhaps an
+    // inner, reentrant one; no parameter gets a gradient after it).
+    at_end_of_backward([alive = alive_] {
+      if (Impl* self = *alive; self && self->syncing_) self->finish_sync();
+    });
+  }
 }
 
 void DistributedDataParallelBase::Impl::begin_backward() {
@@ -287,9 +385,25 @@ void DistributedDataParallelBase::Impl::begin_backward() {
   buffers_synced_ = false;  // the next forward starts a new iteration
   syncing_ = armed_;
   armed_ = false;
+  reduced_ = false;
+  scale_ = next_scale_;
+  next_scale_ = 1.0;
   if (syncing_) {
     reducer_->begin_backward();
-    if (traversed_) {
+    if (options_.static_graph) {
+      runs_.assign(params_.size(), 0);
+      ready_ = 0;
+      if (counted_) {
+        std::vector<size_t> never;  // no gradient in the first backward: unused from the start
+        for (size_t q = 0; q < params_.size(); ++q) {
+          if (expected_runs_[q] == 0) never.push_back(q);
+        }
+        reducer_->mark_unused(never);
+      } else {
+        last_run_.assign(params_.size(), -1);
+        run_count_ = 0;
+      }
+    } else if (traversed_) {
       std::vector<size_t> unreached;
       for (size_t q = 0; q < params_.size(); ++q) {
         if (!reached_[q]) unreached.push_back(q);
@@ -303,10 +417,44 @@ void DistributedDataParallelBase::Impl::begin_backward() {
 
 void DistributedDataParallelBase::Impl::on_backward_end() {
   backward_active_ = false;
-  if (!syncing_) return;
+  if (syncing_) finish_sync();
+  reduced_ = false;
+}
+
+void DistributedDataParallelBase::Impl::finish_sync() {
   syncing_ = false;
+  reduced_ = true;
+  if (options_.static_graph && !counted_) {
+    // Ready in the order of their last runs: the rebuild buckets them in that order.
+    std::vector<size_t> order;
+    for (size_t q = 0; q < params_.size(); ++q) {
+      if (runs_[q] > 0) order.push_back(q);
+    }
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return last_run_[a] < last_run_[b]; });
+    for (size_t q : order) reducer_->mark_ready(q);
+    expected_runs_ = runs_;
+    expected_ready_ = order.size();
+    counted_ = true;
+  }
   reducer_->finalize();
   stats_.synced_backwards += 1;
+}
+
+void DistributedDataParallelBase::Impl::join_shadow(const JoinIteration& iteration) {
+  if (options_.broadcast_buffers && group_->size() > 1 && !buffers_.empty()) {
+    broadcast_coalesced(*group_, buffers_, options_.timeout,
+                        std::max(iteration.first_training_rank, 0));
+    stats_.buffer_broadcasts += 1;
+  }
+  scale_ = iteration.gradient_scale;
+  reducer_->zero_iteration();
+  scale_ = 1.0;
+  stats_.joined_iterations += 1;
+}
+
+void DistributedDataParallelBase::Impl::join_finish(int authority) {
+  broadcast_coalesced(*group_, state_tensors(), options_.timeout, authority);
 }
 
 void DistributedDataParallelBase::Impl::read_gradient(size_t p, BufferView slot) {
@@ -325,6 +473,7 @@ void DistributedDataParallelBase::Impl::write_gradient(size_t p, BufferView slot
   at::Tensor& grad = params_[p].mutable_grad();
   ::torch::NoGradGuard no_grad;
   if (options_.gradient_as_bucket_view) {
+    if (scale_ != 1.0) detail::tensor_of(slot, params_[p].sizes()).mul_(scale_);
     if (!grad.defined() || grad.data_ptr() != slot.data) {
       grad = detail::tensor_of(slot, params_[p].sizes(), reducer_->slot_owner(p));
     }
@@ -332,6 +481,7 @@ void DistributedDataParallelBase::Impl::write_gradient(size_t p, BufferView slot
     return;
   }
   at::Tensor src = detail::tensor_of(slot, params_[p].sizes());
+  if (scale_ != 1.0) src.mul_(scale_);  // the Join's divisor (see [Averaging] in join.h)
   if (grad.defined()) {
     grad.copy_(src);
   } else {
@@ -377,7 +527,7 @@ std::vector<std::vector<std::string>> DistributedDataParallelBase::Impl::layout(
 DistributedDataParallelBase::DistributedDataParallelBase(
     std::shared_ptr<::torch::nn::Module> module, std::shared_ptr<ProcessGroup> group,
     DdpOptions options)
-    : impl_(std::make_unique<Impl>(std::move(module), std::move(group), std::move(options))) {}
+    : impl_(std::make_unique<Impl>(this, std::move(module), std::move(group), std::move(options))) {}
 
 DistributedDataParallelBase::~DistributedDataParallelBase() = default;
 
@@ -398,6 +548,15 @@ std::vector<std::vector<std::string>> DistributedDataParallelBase::bucket_layout
 }
 void DistributedDataParallelBase::pre_forward() {
   impl_->pre_forward();
+}
+ProcessGroup& DistributedDataParallelBase::join_process_group() {
+  return *impl_->group_;
+}
+void DistributedDataParallelBase::join_shadow(const JoinIteration& iteration) {
+  impl_->join_shadow(iteration);
+}
+void DistributedDataParallelBase::join_finish(int authority) {
+  impl_->join_finish(authority);
 }
 void DistributedDataParallelBase::post_forward(const std::vector<at::Tensor>& outputs) {
   impl_->post_forward(outputs);

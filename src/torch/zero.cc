@@ -51,6 +51,8 @@ struct ZeroRedundancyOptimizer::Impl {
 
   // Rank r's shard, parameters of one dtype at a time: filled by r, broadcast, copied out.
   void broadcast_shard(int r);
+  // The local step, then every shard from its owner.
+  void step();
 };
 
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<at::Tensor> params,
@@ -110,9 +112,22 @@ void ZeroRedundancyOptimizer::Impl::broadcast_shard(int r) {
   }
 }
 
+void ZeroRedundancyOptimizer::Impl::step() {
+  if (local) local->step();
+  for (int r = 0; r < group->size(); ++r) broadcast_shard(r);
+}
+
 void ZeroRedundancyOptimizer::step() {
-  if (impl_->local) impl_->local->step();
-  for (int r = 0; r < impl_->group->size(); ++r) impl_->broadcast_shard(r);
+  notify_join();  // the Join's all_reduce when this is its first joinable
+  impl_->step();
+}
+
+ProcessGroup& ZeroRedundancyOptimizer::join_process_group() {
+  return *impl_->group;
+}
+
+void ZeroRedundancyOptimizer::join_shadow(const JoinIteration&) {
+  impl_->step();
 }
 
 void ZeroRedundancyOptimizer::zero_grad(bool set_to_none) {

@@ -54,6 +54,19 @@
 // Inside no_sync(), forwards arm nothing and backward only accumulates into .grad() locally; the
 // first synchronised backward after it averages the accumulated gradients.
 //
+// [Static graph] Each parameter's gradient accumulator normally runs once per backward. Under
+// reentrant activation checkpointing (checkpoint(), lockstep/torch/activation_checkpoint.h) or
+// when a module is applied twice inside checkpointed regions, it runs once per use, and without
+// static_graph the second run is an error that says to set it. With static_graph the first
+// synchronised backward only counts each parameter's runs and reduces at its end (no overlap);
+// from the second on, a parameter is ready at its counted last run, buckets launch during
+// backward again, and a parameter that gets more runs than counted is an InvalidArgument (the
+// graph changed). One in fewer runs than counted (it was not reached) is reduced at the end of
+// backward as an unused one.
+//
+// [Uneven inputs] DDP is a Joinable (lockstep/torch/join.h): under a Join, ranks that ran out of
+// data shadow the buffer broadcast and the gradient all_reduces of the others.
+//
 // Requirements and limits: CPU tensors, dense, contiguous parameters (the buckets are host
 // memory); parameters with requires_grad == false are checked and broadcast but not reduced.
 // One backward per armed forward cycle (for accumulation use no_sync()). The wrapper is not
@@ -77,6 +90,7 @@
 #include "lockstep/comm/options.h"
 #include "lockstep/group/process_group.h"
 #include "lockstep/torch/comm_hooks.h"
+#include "lockstep/torch/join.h"
 
 namespace lockstep::torch {
 
@@ -105,6 +119,10 @@ struct DdpOptions {
   // first-iteration bucket rebuild collective, as the parameter broadcast already is. It needs
   // /dev/shm room for about the model's gradients per rank; false: private memory.
   bool shared_buckets = true;
+  // The autograd graph is the same in every iteration (see [Static graph]): a parameter may
+  // then get its gradient several times in one backward (activation checkpointing, a module used
+  // twice), and its bucket is sent once the last of them has arrived.
+  bool static_graph = false;
   // How a bucket is averaged (comm_hooks.h). Empty: allreduce_hook().
   CommHook comm_hook{};
   // Deadline of every collective DDP issues; kGroupTimeout: the group's timeout.
@@ -138,13 +156,15 @@ struct DdpStats {
   // Of them, in memory every rank of the group maps (shared_buckets on the shm backend): their
   // all_reduce takes the zero-copy path.
   int64_t shared_buckets = 0;
+  // Iterations of other ranks this rank shadowed inside Join::join(), in total.
+  int64_t joined_iterations = 0;
   // Time backward spent at its end waiting for the buckets' communication (what overlap did not
   // hide), in total.
   double comm_wait_seconds = 0;
 };
 
 // The part of the wrapper that does not depend on the module type. Use DistributedDataParallel.
-class DistributedDataParallelBase {
+class DistributedDataParallelBase : public Joinable {
  public:
   // Collective over `group` (see [Construction]). Registers hooks on the parameters' gradient
   // accumulators; keeps `module` and `group` alive. Throws MismatchError when the models differ,
@@ -171,10 +191,18 @@ class DistributedDataParallelBase {
   std::vector<std::vector<std::string>> bucket_layout() const;
 
   // Forward plumbing, called by DistributedDataParallel<M>::forward around the module's forward.
-  // pre_forward broadcasts buffers when due and arms the next backward; post_forward records the
+  // pre_forward broadcasts buffers when due (after the Join's all_reduce, under a Join) and arms
+  // the next backward; post_forward hooks the outputs' gradient functions (so that the backward
+  // pass is recognised where it starts, outside any reentrant inner backward) and records the
   // outputs for find_unused_parameters.
   void pre_forward();
   void post_forward(const std::vector<at::Tensor>& outputs);
+
+ protected:
+  // Joinable (see [Uneven inputs]).
+  ProcessGroup& join_process_group() override;
+  void join_shadow(const JoinIteration& iteration) override;
+  void join_finish(int authority) override;
 
  private:
   friend class NoSyncGuard;
@@ -233,11 +261,9 @@ class DistributedDataParallel : public DistributedDataParallelBase {
   auto forward(Args&&... args) {
     pre_forward();
     auto out = module_->forward(std::forward<Args>(args)...);
-    if (options().find_unused_parameters) {
-      std::vector<at::Tensor> tensors;
-      detail::collect_tensors(out, tensors);
-      post_forward(tensors);
-    }
+    std::vector<at::Tensor> tensors;
+    detail::collect_tensors(out, tensors);
+    post_forward(tensors);
     return out;
   }
   template <class... Args>

@@ -17,6 +17,10 @@
 // updated shard from its owner (one flat broadcast per rank), so all ranks end with identical
 // parameters. The gradients must already be the same on every rank (DDP averages them).
 //
+// [Join] A Joinable: under a Join (join.h), a rank that ran out of data still runs the step of
+// each iteration of the others (its shard is stepped with the gradients DDP's shadow averaged, and
+// sent), so the parameters stay identical everywhere.
+//
 // [State] consolidate_state_dict(to) gathers every rank's optimizer state on rank `to`, which can
 // then save it whole; every rank must call it.
 #pragma once
@@ -32,10 +36,11 @@
 
 #include "lockstep/core/deadline.h"
 #include "lockstep/group/process_group.h"
+#include "lockstep/torch/join.h"
 
 namespace lockstep::torch {
 
-class ZeroRedundancyOptimizer {
+class ZeroRedundancyOptimizer : public Joinable {
  public:
   // Builds the optimizer of this rank's shard from its parameters.
   using OptimizerFactory =
@@ -45,7 +50,7 @@ class ZeroRedundancyOptimizer {
   ZeroRedundancyOptimizer(std::vector<at::Tensor> params, std::shared_ptr<ProcessGroup> group,
                           OptimizerFactory make_optimizer,
                           std::chrono::milliseconds timeout = kGroupTimeout);
-  ~ZeroRedundancyOptimizer();
+  ~ZeroRedundancyOptimizer() override;
   ZeroRedundancyOptimizer(const ZeroRedundancyOptimizer&) = delete;
   ZeroRedundancyOptimizer& operator=(const ZeroRedundancyOptimizer&) = delete;
 
@@ -66,6 +71,11 @@ class ZeroRedundancyOptimizer {
   // order. Elsewhere consolidated_state() is empty.
   void consolidate_state_dict(int to = 0);
   const std::vector<std::string>& consolidated_state() const;
+
+ protected:
+  // Joinable (see [Join]).
+  ProcessGroup& join_process_group() override;
+  void join_shadow(const JoinIteration& iteration) override;
 
  private:
   struct Impl;
