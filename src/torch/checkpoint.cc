@@ -193,7 +193,16 @@ void write_checkpoint(const std::string& path, const CheckpointState& state,
                       const CheckpointWriteOptions& options) {
   LOCKSTEP_ENFORCE(state.model != nullptr, InvalidArgument, "write_checkpoint(", path,
                    "): state.model is null");
-  const std::string bytes = serialize(state);
+  write_file_atomically(path, serialize(state), options);
+}
+
+std::string checkpoint_bytes(const CheckpointState& state) {
+  LOCKSTEP_ENFORCE(state.model != nullptr, InvalidArgument, "checkpoint: state.model is null");
+  return serialize(state);
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes,
+                           const CheckpointWriteOptions& options) {
   const std::string tmp = concat(path, ".tmp.", ::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {

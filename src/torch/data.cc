@@ -156,6 +156,18 @@ std::vector<size_t> shard_indices(const ShardSpec& spec) {
                    " is outside a world of size ", spec.world_size);
   LOCKSTEP_ENFORCE(spec.dataset_size > 0, InvalidArgument,
                    "shard_indices: the dataset is empty; there is nothing to shard");
+  return shard_indices(spec, 0, spec.dataset_size);
+}
+
+std::vector<size_t> shard_indices(const ShardSpec& spec, size_t begin, size_t end) {
+  LOCKSTEP_ENFORCE(spec.world_size >= 1 && spec.rank >= 0 && spec.rank < spec.world_size,
+                   InvalidArgument, "shard_indices: rank ", spec.rank,
+                   " is outside a world of size ", spec.world_size);
+  LOCKSTEP_ENFORCE(begin <= end && end <= spec.dataset_size, InvalidArgument,
+                   "shard_indices: the slice [", begin, ", ", end,
+                   ") is not inside the epoch's order [0, ", spec.dataset_size, ")");
+  const size_t length = end - begin;
+  if (length == 0) return {};
   const auto n = static_cast<int64_t>(spec.dataset_size);
   ::torch::Tensor order;
   if (spec.shuffle) {
@@ -166,13 +178,13 @@ std::vector<size_t> shard_indices(const ShardSpec& spec) {
   } else {
     order = ::torch::arange(n, ::torch::kInt64);
   }
-  const int64_t* base = order.data_ptr<int64_t>();
-  const size_t count = shard_size(spec.dataset_size, spec.world_size, spec.drop_last);
+  const int64_t* base = order.data_ptr<int64_t>() + begin;
+  const size_t count = shard_size(length, spec.world_size, spec.drop_last);
   std::vector<size_t> indices(count);
   for (size_t j = 0; j < count; ++j) {
-    // Element rank + j*W of the order padded (cyclically) or cut to W * count elements.
+    // Element rank + j*W of the slice padded (cyclically) or cut to W * count elements.
     const size_t slot = static_cast<size_t>(spec.rank) + j * static_cast<size_t>(spec.world_size);
-    indices[j] = static_cast<size_t>(base[slot % spec.dataset_size]);
+    indices[j] = static_cast<size_t>(base[slot % length]);
   }
   return indices;
 }
@@ -203,7 +215,9 @@ DistributedSampler::DistributedSampler(size_t dataset_size, ProcessGroup& group,
             .epoch = options.first_epoch - 1,
             .shuffle = options.shuffle,
             .drop_last = options.drop_last},
-      epoch_(std::make_shared<int64_t>(options.first_epoch - 1)) {
+      epoch_(std::make_shared<int64_t>(options.first_epoch - 1)),
+      pass_begin_(dataset_size),
+      pass_end_(dataset_size) {
   check_same_size_across_ranks(group, dataset_size, "dataset size", options.timeout);
   LOCKSTEP_ENFORCE(dataset_size > 0, InvalidArgument, "DistributedSampler: the dataset is empty");
   LOCKSTEP_ENFORCE(samples_per_epoch() > 0, InvalidArgument, "DistributedSampler: with drop_last, ",
@@ -216,9 +230,61 @@ void DistributedSampler::reset(::torch::optional<size_t> new_size) {
                    "DistributedSampler::reset: new size ", new_size.value_or(0),
                    " differs from the dataset size ", spec_.dataset_size,
                    " checked across ranks; build a new sampler for a new dataset");
-  spec_.epoch = ++*epoch_;
-  indices_ = shard_indices(spec_);
   position_ = 0;
+  if (resume_.has_value()) {
+    const SamplerCursor rest = *resume_;
+    resume_.reset();
+    if (resumes_a_pass(rest)) {  // [Resume] 3: the rest of rest.epoch
+      spec_.epoch = *epoch_ = rest.epoch;
+      pass_begin_ = static_cast<size_t>(rest.begin);
+      pass_end_ = static_cast<size_t>(rest.end);
+      indices_ = shard_indices(spec_, pass_begin_, pass_end_);
+      return;
+    }
+  }
+  spec_.epoch = ++*epoch_;
+  pass_begin_ = 0;
+  pass_end_ = spec_.dataset_size;
+  indices_ = shard_indices(spec_);
+}
+
+bool DistributedSampler::resumes_a_pass(const SamplerCursor& rest) const {
+  return rest.begin < rest.end && shard_size(static_cast<size_t>(rest.end - rest.begin),
+                                             spec_.world_size, spec_.drop_last) > 0;
+}
+
+SamplerCursor DistributedSampler::cursor() const {
+  if (resume_.has_value()) return *resume_;
+  const size_t world = static_cast<size_t>(spec_.world_size);
+  const size_t length = pass_end_ - pass_begin_;
+  const size_t visitable = spec_.drop_last ? world * (length / world) : length;
+  const size_t visited = std::min(world * position_, visitable);
+  return {.epoch = spec_.epoch,
+          .begin = pass_begin_ + visited,
+          .end = pass_begin_ + visitable,
+          .dataset_size = spec_.dataset_size,
+          .seed = spec_.seed,
+          .shuffle = spec_.shuffle};
+}
+
+void DistributedSampler::resume(const SamplerCursor& cursor) {
+  LOCKSTEP_ENFORCE(cursor.dataset_size == spec_.dataset_size && cursor.seed == spec_.seed &&
+                       cursor.shuffle == spec_.shuffle,
+                   InvalidArgument, "DistributedSampler::resume: the cursor is of another order (",
+                   cursor.dataset_size, " samples, seed ", cursor.seed,
+                   cursor.shuffle ? ", shuffled" : ", not shuffled", ") than this sampler's (",
+                   spec_.dataset_size, " samples, seed ", spec_.seed,
+                   spec_.shuffle ? ", shuffled" : ", not shuffled",
+                   "); resume with the dataset and sampler options of the saved job");
+  LOCKSTEP_ENFORCE(cursor.begin <= cursor.end && cursor.end <= spec_.dataset_size, InvalidArgument,
+                   "DistributedSampler::resume: the cursor's slice [", cursor.begin, ", ",
+                   cursor.end, ") is not inside [0, ", spec_.dataset_size, ")");
+  resume_ = cursor;
+  // The next reset() starts epoch() + 1 in either case ([Resume] 3).
+  spec_.epoch = *epoch_ = resumes_a_pass(cursor) ? cursor.epoch - 1 : cursor.epoch;
+  indices_.clear();
+  position_ = 0;
+  pass_begin_ = pass_end_ = spec_.dataset_size;
 }
 
 ::torch::optional<std::vector<size_t>> DistributedSampler::next(size_t batch_size) {
@@ -234,6 +300,12 @@ void DistributedSampler::save(::torch::serialize::OutputArchive& archive) const 
   archive.write("epoch", ::torch::tensor(spec_.epoch, ::torch::kInt64), /*is_buffer=*/true);
   archive.write("position", ::torch::tensor(static_cast<int64_t>(position_), ::torch::kInt64),
                 /*is_buffer=*/true);
+  if (pass_begin_ != 0 || pass_end_ != spec_.dataset_size) {  // a resumed pass ([Resume])
+    archive.write("pass_begin", ::torch::tensor(static_cast<int64_t>(pass_begin_)),
+                  /*is_buffer=*/true);
+    archive.write("pass_end", ::torch::tensor(static_cast<int64_t>(pass_end_)),
+                  /*is_buffer=*/true);
+  }
 }
 
 void DistributedSampler::load(::torch::serialize::InputArchive& archive) {
@@ -241,8 +313,15 @@ void DistributedSampler::load(::torch::serialize::InputArchive& archive) {
   auto position = ::torch::empty({}, ::torch::kInt64);
   archive.read("epoch", epoch, /*is_buffer=*/true);
   archive.read("position", position, /*is_buffer=*/true);
+  auto pass_begin = ::torch::zeros({}, ::torch::kInt64);
+  auto pass_end = ::torch::full({}, static_cast<int64_t>(spec_.dataset_size), ::torch::kInt64);
+  archive.try_read("pass_begin", pass_begin, /*is_buffer=*/true);
+  archive.try_read("pass_end", pass_end, /*is_buffer=*/true);
   spec_.epoch = *epoch_ = epoch.item<int64_t>();
-  indices_ = shard_indices(spec_);
+  resume_.reset();
+  pass_begin_ = static_cast<size_t>(pass_begin.item<int64_t>());
+  pass_end_ = static_cast<size_t>(pass_end.item<int64_t>());
+  indices_ = shard_indices(spec_, pass_begin_, pass_end_);
   position_ = std::min(static_cast<size_t>(position.item<int64_t>()), indices_.size());
 }
 

@@ -48,6 +48,7 @@ struct ZeroRedundancyOptimizer::Impl {
   std::vector<int> owner;
   std::unique_ptr<::torch::optim::Optimizer> local;  // null when this rank's shard is empty
   std::vector<std::string> consolidated;
+  OptimizerFactory factory;  // kept for sharded checkpoints, which build optimizers over old shards
 
   // Rank r's shard, parameters of one dtype at a time: filled by r, broadcast, copied out.
   void broadcast_shard(int r);
@@ -73,6 +74,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<at::Tensor> params,
   impl_->params = std::move(params);
   impl_->group = std::move(group);
   impl_->timeout = timeout;
+  impl_->factory = make_optimizer;
   impl_->shards = partition(impl_->params, impl_->group->size());
   impl_->owner.assign(impl_->params.size(), 0);
   for (size_t r = 0; r < impl_->shards.size(); ++r)
@@ -206,5 +208,16 @@ void ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
 const std::vector<std::string>& ZeroRedundancyOptimizer::consolidated_state() const {
   return impl_->consolidated;
 }
+
+const std::vector<at::Tensor>& ZeroRedundancyOptimizer::parameters() const {
+  return impl_->params;
+}
+
+const ZeroRedundancyOptimizer::OptimizerFactory& ZeroRedundancyOptimizer::optimizer_factory()
+    const {
+  return impl_->factory;
+}
+
+bool ZeroRedundancyOptimizer::has_local_optimizer() const { return impl_->local != nullptr; }
 
 }  // namespace lockstep::torch

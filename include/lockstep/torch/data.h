@@ -16,6 +16,24 @@
 // reset() of the sampler) starts the next epoch. There is no set_epoch() to forget; a resumed job
 // passes the epoch to start from as first_epoch.
 //
+// [Resume] A job saved in the middle of an epoch at world size W and resumed at world size M
+// continues that epoch with the samples no rank has visited yet, then goes on as usual:
+//   1. A pass visits a slice order[begin, end) of its epoch's order (a whole epoch: [0, N)),
+//      padded or cut as in [Sharding] 2 with L = end - begin in place of N, and dealt as in 3.
+//   2. With every rank `position` samples into its shard, the ranks together have visited the
+//      first W * position slots of that padded or cut slice. What is left of the epoch, cursor(),
+//      is order[begin + min(W * position, L'), begin + L'), where L' = L, or W * floor(L / W) with
+//      drop_last (the cut-off part, which this epoch never visits, stays unvisited).
+//   3. resume(cursor), at any world size M, makes the next reset() start the pass over that slice
+//      (rule 1, with M), and the reset() after it epoch cursor.epoch + 1, whole. When nothing is
+//      left (the epoch was used up, or only padding was left), the next reset() starts epoch
+//      cursor.epoch + 1 directly; likewise when drop_last cuts all of what is left (fewer
+//      samples than ranks).
+// So the samples visited before the save and after the resume cover the epoch exactly once, up to
+// the padding (or the cut, with drop_last) of each of the two passes, and every later epoch is the
+// one an uninterrupted run draws. The ranks must stand at the same position (they do when they
+// take the same number of batches of the same size, as DDP does).
+//
 // LibTorch's own torch::data::samplers::DistributedRandomSampler does not serve: it cuts the
 // permutation into contiguous blocks, seeds with the epoch alone (no seed) and needs set_epoch().
 #pragma once
@@ -26,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -120,6 +139,24 @@ size_t shard_size(size_t dataset_size, int world_size, bool drop_last);
 // Errors: InvalidArgument for a rank outside [0, world_size) or an empty dataset.
 std::vector<size_t> shard_indices(const ShardSpec& spec);
 
+// Rank spec.rank's indices of the slice order[begin, end) of spec.epoch's order ([Resume] 1):
+// the slice padded with its own first elements (or cut, with drop_last) to a multiple of the world
+// size, then dealt. Empty when begin == end. shard_indices(spec) is the slice [0, N).
+// Errors: InvalidArgument for a rank outside [0, world_size), or begin > end or end > N.
+std::vector<size_t> shard_indices(const ShardSpec& spec, size_t begin, size_t end);
+
+// What is left of an epoch, with what its order depends on ([Resume]); the same on every rank.
+struct SamplerCursor {
+  int64_t epoch = 0;
+  // The unvisited positions [begin, end) of the epoch's order.
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  // The order's inputs, which resume() checks.
+  uint64_t dataset_size = 0;
+  uint64_t seed = 0;
+  bool shuffle = true;
+};
+
 struct DistributedSamplerOptions {
   bool shuffle = true;
   // Base of every epoch's shuffle; the same on every rank.
@@ -148,9 +185,21 @@ class DistributedSampler : public ::torch::data::samplers::Sampler<> {
   void reset(::torch::optional<size_t> new_size = ::torch::nullopt) override;
   // Up to batch_size indices of the current epoch's shard; nullopt when it is used up.
   ::torch::optional<std::vector<size_t>> next(size_t batch_size) override;
-  // Saves / restores the epoch and the position in it.
+  // Saves / restores the epoch and the position in it (same world size only; across world sizes,
+  // cursor() and resume()).
   void save(::torch::serialize::OutputArchive& archive) const override;
   void load(::torch::serialize::InputArchive& archive) override;
+
+  // What is left of the epoch in progress, over every rank ([Resume] 2): the same on every rank
+  // when they stand at the same position. After resume(c) and before the next reset(), c. Before
+  // the first reset(), epoch first_epoch - 1 with nothing left.
+  SamplerCursor cursor() const;
+  // Makes the next reset() continue cursor.epoch where cursor says, over this sampler's world size
+  // ([Resume] 3); epoch() is then the epoch before the one the next reset() starts. Not
+  // collective: every rank passes the same cursor. Errors: InvalidArgument when the cursor's
+  // dataset size, seed or shuffle differ from this sampler's (another order), or its slice is not
+  // inside [0, N).
+  void resume(const SamplerCursor& cursor);
 
   // The epoch of the pass in progress; first_epoch - 1 before the first reset().
   int64_t epoch() const { return *epoch_; }
@@ -166,6 +215,14 @@ class DistributedSampler : public ::torch::data::samplers::Sampler<> {
   std::shared_ptr<int64_t> epoch_;
   std::vector<size_t> indices_;
   size_t position_ = 0;
+  // The slice of the epoch's order this pass visits ([Resume] 1); [N, N) before the first pass.
+  size_t pass_begin_ = 0;
+  size_t pass_end_ = 0;
+  // Set by resume(): the pass the next reset() starts.
+  std::optional<SamplerCursor> resume_;
+
+  // Whether `rest` leaves this rank any sample to visit ([Resume] 3).
+  bool resumes_a_pass(const SamplerCursor& rest) const;
 };
 
 // Checks that `local_size` is the same on every rank of `group` (collective, one all_gather).

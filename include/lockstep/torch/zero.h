@@ -72,6 +72,13 @@ class ZeroRedundancyOptimizer : public Joinable {
   void consolidate_state_dict(int to = 0);
   const std::vector<std::string>& consolidated_state() const;
 
+  // For sharded checkpoints (lockstep/torch/sharded_checkpoint.h), which reshard the state: the
+  // parameters as passed to the constructor, the factory, and whether this rank has an optimizer
+  // (false when its shard is empty).
+  const std::vector<at::Tensor>& parameters() const;
+  const OptimizerFactory& optimizer_factory() const;
+  bool has_local_optimizer() const;
+
  protected:
   // Joinable (see [Join]).
   ProcessGroup& join_process_group() override;
