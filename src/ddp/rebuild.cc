@@ -30,7 +30,13 @@ std::vector<size_t> Reducer::agreed_order() {
 void Reducer::rebuild() {
   std::vector<size_t> order = agreed_order();
   std::vector<BucketSpec> rebuilt = assign_buckets(params_, order, options_.sizes);
+  if (shards_gradients()) rebuilt = group_by_owner(std::move(rebuilt));
   if (rebuilt == buckets_) return;
+  if (shards_gradients()) {  // between iterations the buckets hold nothing: no values to move
+    allocate(std::move(rebuilt));
+    stats_.rebuilds += 1;
+    return;
+  }
   // Keep the old buckets until every slot's values are copied to its new place.
   std::vector<BufferView> old_slots(params_.size());
   for (size_t p = 0; p < params_.size(); ++p) old_slots[p] = slot(p);

@@ -14,9 +14,16 @@ namespace lockstep::ddp {
 namespace {
 
 constexpr size_t kMaxNamesInWarning = 20;
-constexpr size_t kAlignment = 64;
 
 }  // namespace
+
+std::shared_ptr<std::byte> private_block(size_t bytes) {
+  bytes = std::max(bytes, kBucketAlignment);
+  auto* memory = static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{kBucketAlignment}));
+  std::memset(memory, 0, bytes);
+  return std::shared_ptr<std::byte>(
+      memory, [](std::byte* m) { ::operator delete[](m, std::align_val_t{kBucketAlignment}); });
+}
 
 Reducer::Reducer(std::vector<ParamSpec> params, ProcessGroup& group, GradientAccess& access,
                  ReducerOptions options)
@@ -25,6 +32,7 @@ Reducer::Reducer(std::vector<ParamSpec> params, ProcessGroup& group, GradientAcc
       access_(access),
       options_(std::move(options)),
       times_(options_.what, settings().debug != DebugLevel::off, settings().debug_every) {
+  custom_hook_ = static_cast<bool>(options_.hook);
   if (!options_.hook) options_.hook = average_hook(options_.timeout);
   allocate(assign_buckets(params_, reverse_order(params_.size()), options_.sizes));
   log_layout();
@@ -44,17 +52,15 @@ void Reducer::allocate(std::vector<BucketSpec> buckets) {
   bucket_of_.assign(params_.size(), 0);
   index_in_bucket_.assign(params_.size(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    size_t bytes = std::max<size_t>(buckets_[b].bytes(), kAlignment);
-    if (options_.shared_buckets) {  // page-aligned and zero-filled
+    size_t bytes = std::max<size_t>(buckets_[b].bytes(), kBucketAlignment);
+    if (shards_gradients()) {  // allocated by the iteration that uses it
+      storage_.emplace_back();
+    } else if (options_.shared_buckets) {  // page-aligned and zero-filled
       auto buffer = std::make_shared<SharedBuffer>(group_.allocate(bytes, options_.timeout));
       stats_.shared_buckets += buffer->shared() ? 1 : 0;
       storage_.emplace_back(buffer, static_cast<std::byte*>(buffer->data()));
     } else {
-      auto* memory =
-          static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{kAlignment}));
-      std::memset(memory, 0, bytes);
-      storage_.emplace_back(
-          memory, [](std::byte* m) { ::operator delete[](m, std::align_val_t{kAlignment}); });
+      storage_.push_back(private_block(bytes));
     }
     for (size_t i = 0; i < buckets_[b].params.size(); ++i) {
       bucket_of_[buckets_[b].params[i]] = b;
@@ -72,6 +78,10 @@ BufferView Reducer::slot(size_t p) {
 void Reducer::set_hook(BucketHook hook) {
   LOCKSTEP_ENFORCE(!in_backward_, InvalidArgument, options_.what,
                    ": a communication hook cannot be changed during backward");
+  LOCKSTEP_ENFORCE(!hook || !shards_gradients(), InvalidArgument, options_.what,
+                   ": sharded gradients (ZeRO-2) are reduce-scattered; they take no communication "
+                   "hook");
+  custom_hook_ = static_cast<bool>(hook);
   options_.hook = hook ? std::move(hook) : average_hook(options_.timeout);
 }
 
@@ -92,11 +102,13 @@ void Reducer::begin_backward() {
 }
 
 void Reducer::mark(size_t p, bool used) {
+  ensure_storage(bucket_of_[p]);
   if (zero_contribution_) {
     BufferView s = slot(p);
     std::memset(s.data, 0, s.bytes());
   } else {
     access_.read_gradient(p, slot(p));
+    if (shards_gradients() && owners_[p] != group_.rank()) access_.release_gradient(p);
   }
   ready_[p] = 1;
   used_[p] = used ? 1 : 0;
@@ -137,6 +149,7 @@ void Reducer::mark_ready(size_t p) {
                    "find_unused_parameters did not reach it from the forward outputs: compute the "
                    "loss from the outputs of the DDP forward, or turn find_unused_parameters off.");
   access_.read_gradient(p, slot(p));  // its bucket is not sent yet: take the real gradient
+  if (shards_gradients() && owners_[p] != group_.rank()) access_.release_gradient(p);
   used_[p] = 1;
   arrival_.push_back(p);
 }
@@ -147,6 +160,12 @@ void Reducer::launch_ready() {
 
 void Reducer::launch(size_t b) {
   const BucketSpec& spec = buckets_[b];
+  if (shards_gradients()) {
+    inflight_[b] = launch_sharded(b);
+    stats_.buckets_launched += 1;
+    if (in_backward_) stats_.early_launched += 1;
+    return;
+  }
   BucketRef ref{.index = b,
                 .is_last = b + 1 == buckets_.size(),
                 .buffer = BufferView{storage_[b].get(), spec.count, spec.dtype},
@@ -198,8 +217,14 @@ void Reducer::finalize() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   if (first) std::rethrow_exception(first);
   for (size_t p = 0; p < params_.size(); ++p) {
-    if (global_used[p]) access_.write_gradient(p, slot(p));
+    if (!global_used[p]) continue;
+    if (!shards_gradients()) {
+      access_.write_gradient(p, slot(p));
+    } else if (owners_[p] == group_.rank()) {
+      access_.write_gradient(p, owned_slot(p));
+    }
   }
+  release_buckets();
   stats_.iterations += 1;
   if (options_.rebuild_buckets && stats_.iterations == 1) {
     rebuild();

@@ -21,6 +21,15 @@
 // rank gets the same layout. Slots keep their values across the move; layout_changed() tells
 // the access.
 //
+// [Sharded gradients] (ZeRO-2) After set_gradient_owners, each parameter's average goes to its
+// owner only. Within each bucket the parameters are grouped by owner (rank 0's first), so that a
+// bucket is launched as one reduce_scatter_v(avg) whose segment r is rank r's: every rank receives
+// the averages of the parameters it owns in that bucket. A parameter owned elsewhere has its
+// gradient released (GradientAccess::release_gradient) as soon as it is copied into its bucket,
+// and the buckets live only from the first gradient of an iteration to the end of finalize, so
+// between iterations a rank holds the gradients of its own parameters only. Custom hooks and
+// gradient views do not combine with it.
+//
 // Collective contract: begin..finalize is collective over the group (finalize issues the
 // bitmap all_reduce, and the first one a broadcast). Every rank must run the same number of
 // iterations.
@@ -57,7 +66,14 @@ class GradientAccess {
   virtual void write_gradient(size_t param, BufferView slot) = 0;
   // The buckets moved (rebuild); every slot holds the values its old slot held.
   virtual void layout_changed() {}
+  // Frees parameter `param`'s gradient: another rank owns it ([Sharded gradients]).
+  virtual void release_gradient(size_t param) { (void)param; }
 };
+
+inline constexpr size_t kBucketAlignment = 64;
+
+// Zero-filled memory aligned to kBucketAlignment (at least that many bytes): a private bucket.
+std::shared_ptr<std::byte> private_block(size_t bytes);
 
 struct ReducerOptions {
   BucketSizes sizes;
@@ -122,6 +138,11 @@ class Reducer {
   void zero_iteration();
 
   void set_hook(BucketHook hook);
+  // Starts [Sharded gradients]: owners[p] is the rank that receives parameter p's average. Every
+  // rank passes the same owners, between iterations. InvalidArgument for a custom hook, a rank
+  // outside the group, or a size other than the parameters'.
+  void set_gradient_owners(std::vector<int> owners);
+  bool shards_gradients() const { return !owners_.empty(); }
   // Parameter p's slot in its bucket. Valid until the next rebuild, or longer while a copy of
   // slot_owner(p) is held.
   BufferView slot(size_t p);
@@ -139,6 +160,12 @@ class Reducer {
   using Storage = std::shared_ptr<std::byte>;
 
   void allocate(std::vector<BucketSpec> buckets);
+  // [Sharded gradients]
+  std::vector<BucketSpec> group_by_owner(std::vector<BucketSpec> buckets);
+  void ensure_storage(size_t b);
+  PendingReduction launch_sharded(size_t b);
+  BufferView owned_slot(size_t p);  // p's average in its bucket's received segment
+  void release_buckets();
   void mark(size_t p, bool used);
   void launch_ready();
   void launch(size_t b);
@@ -167,6 +194,12 @@ class Reducer {
   std::vector<PendingReduction> inflight_;  // per bucket, once launched
   std::vector<size_t> arrival_;             // order of mark_ready, for the rebuild
   bool zero_contribution_ = false;          // in zero_iteration
+
+  bool custom_hook_ = false;
+  std::vector<int> owners_;                      // [Sharded gradients]; empty: off
+  std::vector<std::vector<size_t>> shard_counts_;  // per bucket: its elements per owner rank
+  std::vector<size_t> shard_start_;              // per bucket: where this rank's segment starts
+  std::vector<Storage> received_;                // per bucket, launched: this rank's segment
 
   std::set<size_t> warned_;
   ReducerStats stats_;

@@ -17,6 +17,7 @@
 #include "ddp/model_check.h"
 #include "ddp/reducer.h"
 #include "lockstep/core/error.h"
+#include "lockstep/torch/zero.h"
 #include "tensor_views.h"
 
 namespace lockstep::torch {
@@ -161,6 +162,8 @@ class DistributedDataParallelBase::Impl : public ddp::GradientAccess {
   void read_gradient(size_t p, BufferView slot) override;
   void write_gradient(size_t p, BufferView slot) override;
   void layout_changed() override;
+  void release_gradient(size_t p) override;
+  void shard_gradients(const ZeroRedundancyOptimizer& optimizer);
 
   void pre_forward();
   void post_forward(const std::vector<at::Tensor>& outputs);
@@ -497,6 +500,30 @@ void DistributedDataParallelBase::Impl::layout_changed() {
   }
 }
 
+void DistributedDataParallelBase::Impl::release_gradient(size_t p) {
+  params_[p].mutable_grad().reset();
+}
+
+void DistributedDataParallelBase::Impl::shard_gradients(const ZeroRedundancyOptimizer& optimizer) {
+  LOCKSTEP_ENFORCE(!options_.gradient_as_bucket_view, InvalidArgument,
+                   "DistributedDataParallel: sharded gradients (ZeRO-2) keep no buckets between "
+                   "iterations, so they do not combine with gradient_as_bucket_view");
+  std::map<const void*, int> owner_of;  // by the parameter's TensorImpl
+  const auto& zero_params = optimizer.parameters();
+  for (size_t i = 0; i < zero_params.size(); ++i)
+    owner_of[zero_params[i].unsafeGetTensorImpl()] = optimizer.owner(i);
+  std::vector<int> owners;
+  for (size_t p = 0; p < params_.size(); ++p) {
+    auto it = owner_of.find(params_[p].unsafeGetTensorImpl());
+    LOCKSTEP_ENFORCE(it != owner_of.end(), InvalidArgument, "DistributedDataParallel: parameter '",
+                     names_[p],
+                     "' is not one of the ZeroRedundancyOptimizer's parameters; sharded gradients "
+                     "need an owner for every parameter DDP reduces");
+    owners.push_back(it->second);
+  }
+  reducer_->set_gradient_owners(std::move(owners));
+}
+
 void DistributedDataParallelBase::Impl::set_hook(CommHook hook) {
   reducer_->set_hook(hook ? to_bucket_hook(hook) : nullptr);
   options_.comm_hook = std::move(hook);
@@ -531,6 +558,9 @@ DistributedDataParallelBase::DistributedDataParallelBase(
 
 DistributedDataParallelBase::~DistributedDataParallelBase() = default;
 
+void DistributedDataParallelBase::shard_gradients(const ZeroRedundancyOptimizer& optimizer) {
+  impl_->shard_gradients(optimizer);
+}
 void DistributedDataParallelBase::register_comm_hook(CommHook hook) {
   impl_->set_hook(std::move(hook));
 }

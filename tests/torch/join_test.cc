@@ -126,6 +126,7 @@ struct Case {
   bool divide_by_world = true;
   bool zero = false;  // ZeroRedundancyOptimizer instead of a replicated optimizer
   Opt opt = Opt::sgd;
+  bool shard_gradients = false;  // ZeRO-2
 };
 
 // Trains with DDP under a Join on counts.size() ranks and checks every rank's final parameters
@@ -153,6 +154,7 @@ void expect_join_equivalent(const Case& c) {
         } else {
           plain = make_optimizer(c.opt, net->parameters());
         }
+        if (c.shard_gradients) ddp.shard_gradients(*zero);
         std::vector<Joinable*> joinables{&ddp};
         if (zero) joinables.push_back(zero.get());
         {
@@ -207,6 +209,11 @@ TEST(JoinZero, ZeroOneWithAdamShadowsTheStepAndUpdatesTheJoinedRanksShard) {
   expect_join_equivalent({.counts = {3, 1, 4, 2}, .zero = true, .opt = Opt::adam});
   expect_join_equivalent(
       {.counts = {2, 4}, .divide_by_world = false, .zero = true, .opt = Opt::sgd});
+}
+
+TEST(JoinZero, ZeroTwoShadowsTheReduceScatterOfTheGradients) {
+  expect_join_equivalent(
+      {.counts = {0, 3, 1, 4}, .zero = true, .opt = Opt::adam, .shard_gradients = true});
 }
 
 TEST(JoinErrors, ThrowOnEarlyTerminationStopsEveryRankAtTheSameIteration) {

@@ -84,10 +84,10 @@ TEST(ZeroPartition, BalancesBySizeLargestFirstAndAgreesOnEveryRank) {
   });
 }
 
-// Trains Mlp on `world` ranks under DDP with the optimizer sharded, and one process with the whole
-// optimizer on the global batch; parameters must agree after every step.
+// Trains Mlp on `world` ranks under DDP with the optimizer sharded (stage 2: the gradients too),
+// and one process with the whole optimizer on the global batch; parameters must agree at the end.
 void expect_like_one_process(int world, const ZeroRedundancyOptimizer::OptimizerFactory& make,
-                             double tolerance) {
+                             double tolerance, int stage = 1) {
   at::set_num_threads(1);
   ::torch::manual_seed(0);
   Mlp reference;
@@ -111,11 +111,18 @@ void expect_like_one_process(int world, const ZeroRedundancyOptimizer::Optimizer
     load(*net, initial);
     DistributedDataParallel ddp(net, share(pg));
     ZeroRedundancyOptimizer opt(net->parameters(), share(pg), make);
+    if (stage == 2) ddp.shard_gradients(opt);
+    const auto params = net->parameters();
     for (int t = 0; t < kSteps; ++t) {
       opt.zero_grad();
       auto x = xs[t].narrow(0, kBatch * pg.rank(), kBatch);
       auto y = ys[t].narrow(0, kBatch * pg.rank(), kBatch);
       ::torch::mse_loss(ddp(x), y).backward();
+      for (size_t i = 0; i < params.size(); ++i) {  // stage 2: a rank keeps its own gradients only
+        const bool owned = opt.owner(i) == pg.rank();
+        EXPECT_EQ(params[i].grad().defined(), owned || stage == 1)
+            << "rank " << pg.rank() << " step " << t << " parameter #" << i;
+      }
       opt.step();
     }
     const std::vector<at::Tensor> got = snapshot(*net);
@@ -137,6 +144,36 @@ TEST(ZeroRedundancyOptimizer, SgdWithMomentumTrainsLikeOneProcess) {
 
 TEST(ZeroRedundancyOptimizer, AdamOnThreeRanksTrainsLikeOneProcess) {
   expect_like_one_process(3, adam(), 1e-5);
+}
+
+// ZeRO-1 and ZeRO-2, SGD with momentum and Adam, at 2 and 4 ranks.
+class ZeroStages : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
+
+TEST_P(ZeroStages, TrainsLikeOneProcess) {
+  auto [stage, world, use_adam] = GetParam();
+  expect_like_one_process(world, use_adam ? adam() : sgd(), 1e-5, stage);
+}
+
+INSTANTIATE_TEST_SUITE_P(StageWorldOptimizer, ZeroStages,
+                         ::testing::Combine(::testing::Values(1, 2), ::testing::Values(2, 4),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return "Zero" + std::to_string(std::get<0>(info.param)) + "_World" +
+                                  std::to_string(std::get<1>(info.param)) +
+                                  (std::get<2>(info.param) ? "_Adam" : "_SgdMomentum");
+                         });
+
+TEST(ZeroRedundancyOptimizer, ShardedGradientsRefuseACommunicationHook) {
+  spawn_groups(2, [&](ProcessGroup& pg) {
+    Mlp net;
+    DistributedDataParallel ddp(net, share(pg));
+    ZeroRedundancyOptimizer opt(net->parameters(), share(pg), sgd());
+    ddp.shard_gradients(opt);
+    EXPECT_THROW(ddp.register_comm_hook(fp16_compress_hook()), InvalidArgument);
+    Mlp other;
+    ZeroRedundancyOptimizer foreign(other->parameters(), share(pg), sgd());
+    EXPECT_THROW(ddp.shard_gradients(foreign), InvalidArgument);
+  });
 }
 
 TEST(ZeroRedundancyOptimizer, ConsolidatedStateLoadsBackIntoAnOptimizerOverEachShard) {

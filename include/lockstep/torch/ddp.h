@@ -64,6 +64,13 @@
 // graph changed). One in fewer runs than counted (it was not reached) is reduced at the end of
 // backward as an unused one.
 //
+// [Sharded gradients] shard_gradients(zero) turns a DDP + ZeroRedundancyOptimizer pair from ZeRO-1
+// into ZeRO-2: a bucket's all_reduce becomes a reduce_scatter whose segment for rank r holds the
+// parameters r's optimizer updates; each rank gets the averaged gradients of its own parameters
+// only, releases the others' .grad() as soon as they are copied into a bucket, and keeps buckets
+// only while backward runs. After backward, a parameter owned elsewhere has no .grad(); the
+// optimizer's step updates the owned ones and broadcasts them as before.
+//
 // [Uneven inputs] DDP is a Joinable (lockstep/torch/join.h): under a Join, ranks that ran out of
 // data shadow the buffer broadcast and the gradient all_reduces of the others.
 //
@@ -130,6 +137,7 @@ struct DdpOptions {
 };
 
 class DistributedDataParallelBase;
+class ZeroRedundancyOptimizer;
 
 // RAII scope in which forward/backward only accumulate gradients locally (see [When DDP
 // communicates]). Scopes nest. Movable; must not outlive the DDP object.
@@ -177,6 +185,11 @@ class DistributedDataParallelBase : public Joinable {
   DistributedDataParallelBase(const DistributedDataParallelBase&) = delete;
   DistributedDataParallelBase& operator=(const DistributedDataParallelBase&) = delete;
 
+  // ZeRO-2 (see [Sharded gradients]): from the next iteration on, each gradient is averaged onto
+  // the rank of `optimizer` that owns its parameter (reduce-scattered by bucket), and every other
+  // rank frees it. Call on every rank, between iterations; `optimizer` must hold every parameter
+  // DDP reduces. InvalidArgument with a communication hook or gradient_as_bucket_view.
+  void shard_gradients(const ZeroRedundancyOptimizer& optimizer);
   // A scope of local gradient accumulation (see NoSyncGuard).
   NoSyncGuard no_sync() { return NoSyncGuard(this); }
   // Replaces the communication hook. Collective in spirit: every rank must use the same kind of
