@@ -75,6 +75,17 @@ const std::vector<OptionSpec>& specs() {
        [](Options& o, const std::string& v) { o.seed = parse_number<uint64_t>("seed", v, 0); }},
       {"backend", "NAME", "auto (shared memory on one host), shm or tcp (default auto)",
        [](Options& o, const std::string& v) { o.backend = v; }},
+      {"zero", "0|1|2",
+       "0: every rank keeps the whole optimizer; 1: optimizer state sharded (ZeRO-1); 2: "
+       "gradients sharded too (ZeRO-2) (default 0)",
+       [](Options& o, const std::string& v) {
+         o.zero = parse_number<int>("zero", v, 0);
+         if (o.zero > 2) throw std::invalid_argument("--zero: '" + v + "' is not 0, 1 or 2");
+       }},
+      {"uneven", nullptr,
+       "uneven shards: rank r trains on a contiguous share of weight r + 1 of each epoch's "
+       "order, the ranks that finish first shadowing the others (Join)",
+       [](Options& o, const std::string&) { o.uneven = true; }},
       {"help", nullptr, "print this help and exit",
        [](Options& o, const std::string&) { o.help = true; }},
   };

@@ -22,6 +22,8 @@ struct Options {
   int threads = 1;       // intra-op threads per rank
   uint64_t seed = 0;
   std::string backend = "auto";
+  int zero = 0;         // 0: a replicated optimizer; 1: ZeRO-1 (sharded state); 2: ZeRO-2 (+ gradients)
+  bool uneven = false;  // rank r trains on a share of weight r + 1 of each epoch, under a Join
   bool help = false;
 };
 

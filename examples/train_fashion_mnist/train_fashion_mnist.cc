@@ -6,6 +6,10 @@
 // and DDP averages the gradients, so the replicas stay identical. After each epoch the ranks
 // evaluate disjoint halves of the test set together, rank 0 prints the epoch's train loss, test
 // accuracy and throughput, and rank 0 writes a checkpoint that --resume continues from.
+//
+// --zero 1 shards the optimizer's state (ZeroRedundancyOptimizer), --zero 2 the gradients too;
+// their checkpoints are sharded (every rank writes its part). --uneven gives the ranks shares of
+// different sizes of each epoch; the ranks that finish first shadow the others under a Join.
 #include <ATen/Parallel.h>
 #include <malloc.h>
 #include <torch/torch.h>
@@ -24,6 +28,9 @@
 #include "lockstep/torch/checkpoint.h"
 #include "lockstep/torch/data.h"
 #include "lockstep/torch/ddp.h"
+#include "lockstep/torch/join.h"
+#include "lockstep/torch/sharded_checkpoint.h"
+#include "lockstep/torch/zero.h"
 #include "options.h"
 #include "progress.h"
 
@@ -94,17 +101,93 @@ double evaluate(Net& net, const lt::FashionMnist& test, lockstep::ProcessGroup& 
   return totals[0] / totals[1];
 }
 
-// The learning rate of global step `step` out of `total`: cosine decay from o.lr to 0, or o.lr.
-void set_learning_rate(const Options& o, torch::optim::SGD& optimizer, size_t step, size_t total) {
-  const double scale =
-      o.cosine ? 0.5 * (1 + std::cos(M_PI * static_cast<double>(step) / total)) : 1.0;
-  for (auto& group : optimizer.param_groups()) {
-    static_cast<torch::optim::SGDOptions&>(group.options()).lr(o.lr * scale);
+// SGD with momentum, whole on every rank (--zero 0) or sharded (--zero 1 and 2).
+struct Optimizer {
+  std::unique_ptr<torch::optim::SGD> whole;
+  std::unique_ptr<lt::ZeroRedundancyOptimizer> sharded;
+
+  Optimizer(const Options& o, Net& net, std::shared_ptr<lockstep::ProcessGroup> group) {
+    auto make = [&o](std::vector<torch::Tensor> params) {
+      return std::make_unique<torch::optim::SGD>(
+          params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov));
+    };
+    if (o.zero == 0) {
+      whole = make(net->parameters());
+    } else {
+      sharded = std::make_unique<lt::ZeroRedundancyOptimizer>(net->parameters(), group, make);
+    }
   }
+  void zero_grad() { whole ? whole->zero_grad() : sharded->zero_grad(); }
+  void step() {
+    if (whole) {
+      whole->step();
+    } else {
+      sharded->step();
+    }
+  }
+  // The learning rate of global step `step` out of `total`: cosine decay from o.lr to 0, or o.lr.
+  void set_learning_rate(const Options& o, size_t step, size_t total) {
+    const double scale =
+        o.cosine ? 0.5 * (1 + std::cos(M_PI * static_cast<double>(step) / total)) : 1.0;
+    torch::optim::Optimizer* local = whole.get();
+    if (sharded && sharded->has_local_optimizer()) local = &sharded->local_optimizer();
+    if (local == nullptr) return;  // this rank owns no parameter
+    for (auto& group : local->param_groups()) {
+      static_cast<torch::optim::SGDOptions&>(group.options()).lr(o.lr * scale);
+    }
+  }
+};
+
+// [Uneven] This rank's share of `epoch`: the epoch's shuffled order cut into one contiguous piece
+// per rank, rank r's of weight r + 1, so the ranks run out of data at different steps.
+std::vector<size_t> uneven_share(const Options& o, size_t n, lockstep::ProcessGroup& group,
+                                 int epoch) {
+  const std::vector<size_t> order = lt::shard_indices(
+      {.dataset_size = n, .rank = 0, .world_size = 1, .seed = o.seed, .epoch = epoch});
+  const size_t w = static_cast<size_t>(group.size());
+  const size_t r = static_cast<size_t>(group.rank());
+  const size_t total_weight = w * (w + 1) / 2;
+  const size_t begin = n * (r * (r + 1) / 2) / total_weight;
+  const size_t end = n * ((r + 1) * (r + 2) / 2) / total_weight;
+  return {order.begin() + static_cast<std::ptrdiff_t>(begin),
+          order.begin() + static_cast<std::ptrdiff_t>(end)};
+}
+
+template <class Ddp>
+EpochResult train_uneven_epoch(const Options& o, const lt::FashionMnist& train, Ddp& ddp,
+                               Optimizer& optimizer, lockstep::ProcessGroup& group, int epoch) {
+  const std::vector<size_t> share = uneven_share(o, train.images().size(0), group, epoch);
+  std::vector<int64_t> indices(share.begin(), share.end());
+  const size_t steps = (share.size() + o.batch_size - 1) / o.batch_size;
+  std::vector<double> sums = {0, 0};  // loss * samples, samples
+  const auto start = Clock::now();
+  {
+    std::vector<lt::Joinable*> joinables = {&ddp};
+    if (optimizer.sharded) joinables.push_back(optimizer.sharded.get());
+    lt::Join join(joinables, {.divide_by_initial_world_size = false});
+    for (size_t step = 0; step < steps && (!o.max_steps || step < o.max_steps); ++step) {
+      const size_t first = step * o.batch_size;
+      const int64_t len = static_cast<int64_t>(std::min(o.batch_size, share.size() - first));
+      const auto rows = torch::from_blob(indices.data() + first, {len}, torch::kInt64);
+      optimizer.set_learning_rate(o, static_cast<size_t>(epoch) * steps + step,
+                                  static_cast<size_t>(o.epochs) * steps);
+      optimizer.zero_grad();
+      auto loss = torch::nn::functional::cross_entropy(ddp(train.images().index_select(0, rows)),
+                                                       train.targets().index_select(0, rows));
+      loss.backward();
+      optimizer.step();
+      sums[0] += loss.template item<double>() * static_cast<double>(len);
+      sums[1] += static_cast<double>(len);
+    }
+    join.join();
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  sum_over_ranks(group, sums);
+  return {.train_loss = sums[0] / sums[1], .samples_per_s = sums[1] / seconds, .seconds = seconds};
 }
 
 template <class Loader, class Ddp>
-EpochResult train_epoch(const Options& o, Loader& loader, Ddp& ddp, torch::optim::SGD& optimizer,
+EpochResult train_epoch(const Options& o, Loader& loader, Ddp& ddp, Optimizer& optimizer,
                         lockstep::ProcessGroup& group, int epoch) {
   const size_t steps =
       o.max_steps ? std::min(o.max_steps, loader.batches_per_epoch()) : loader.batches_per_epoch();
@@ -118,8 +201,8 @@ EpochResult train_epoch(const Options& o, Loader& loader, Ddp& ddp, torch::optim
   size_t step = 0;
   for (auto& batch : loader) {
     if (step == steps) break;
-    set_learning_rate(o, optimizer, static_cast<size_t>(epoch) * steps + step++,
-                      static_cast<size_t>(o.epochs) * steps);
+    optimizer.set_learning_rate(o, static_cast<size_t>(epoch) * steps + step++,
+                                static_cast<size_t>(o.epochs) * steps);
     optimizer.zero_grad();
     auto loss = torch::nn::functional::cross_entropy(ddp(batch.data), batch.target);
     loss.backward();
@@ -135,16 +218,46 @@ EpochResult train_epoch(const Options& o, Loader& loader, Ddp& ddp, torch::optim
   return {.train_loss = sums[0] / sums[1], .samples_per_s = sums[1] / seconds, .seconds = seconds};
 }
 
+// Where the checkpoints go: one file (--zero 0), or a folder of every rank's parts.
+struct Checkpoint {
+  std::string path;
+  lt::CheckpointState whole;
+  lt::ShardedCheckpointState sharded;
+
+  Checkpoint(const Options& o, Net& net, Optimizer& optimizer) {
+    if (optimizer.whole) {
+      path = (std::filesystem::path(o.checkpoint_dir) / "fashion_mnist.ckpt").string();
+      whole = {.model = net.ptr().get(), .optimizer = optimizer.whole.get()};
+    } else {
+      path = (std::filesystem::path(o.checkpoint_dir) / "fashion_mnist.sharded").string();
+      sharded = {.model = net.ptr().get(), .optimizer = optimizer.sharded.get()};
+    }
+  }
+  bool is_sharded() const { return whole.model == nullptr; }
+  std::map<std::string, int64_t>& counters() {
+    return is_sharded() ? sharded.counters : whole.counters;
+  }
+  bool load(lockstep::ProcessGroup& group) {
+    return is_sharded() ? lt::load_sharded_checkpoint(group, path, &sharded)
+                        : lt::load_checkpoint(group, path, &whole);
+  }
+  void save(lockstep::ProcessGroup& group) {
+    if (!is_sharded()) return lt::save_checkpoint(group, path, whole);
+    std::filesystem::create_directories(path);  // on every rank: the folder must exist
+    lt::save_sharded_checkpoint(group, path, sharded);
+  }
+};
+
 // Loads the checkpoint when resuming; returns the first epoch to train.
-int restore(const Options& o, const std::string& path, lt::CheckpointState& state,
-            lockstep::ProcessGroup& group) {
+int restore(const Options& o, Checkpoint& checkpoint, lockstep::ProcessGroup& group) {
+  const std::string& path = checkpoint.path;
   if (!o.resume) return 0;
-  if (!lt::load_checkpoint(group, path, &state)) {
+  if (!checkpoint.load(group)) {
     if (group.rank() == 0)
       std::printf("no checkpoint at %s; starting from scratch\n", path.c_str());
     return 0;
   }
-  const int epoch = static_cast<int>(state.counters.at("epoch"));
+  const int epoch = static_cast<int>(checkpoint.counters().at("epoch"));
   if (group.rank() == 0) {
     std::printf("resumed from %s after epoch %d/%d\n", path.c_str(), epoch + 1, o.epochs);
   }
@@ -189,34 +302,38 @@ int train(const Options& o) {
   lt::FashionMnist test({.dir = o.data_dir, .split = lt::Split::test});
   Net net;
   lt::DistributedDataParallel ddp(net, group);
-  torch::optim::SGD optimizer(
-      net->parameters(), torch::optim::SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov));
-  const std::string path =
-      (std::filesystem::path(o.checkpoint_dir) / "fashion_mnist.ckpt").string();
-  lt::CheckpointState state{.model = net.ptr().get(), .optimizer = &optimizer};
-  const int first_epoch = restore(o, path, state, *group);
+  Optimizer optimizer(o, net, group);
+  if (o.zero == 2) ddp.shard_gradients(*optimizer.sharded);
+  Checkpoint checkpoint(o, net, optimizer);
+  const int first_epoch = restore(o, checkpoint, *group);
   if (first_epoch >= o.epochs) {
     if (group->rank() == 0)
       std::printf("all %d epochs are done; pass a larger --epochs\n", o.epochs);
     return 0;
   }
+  const lt::FashionMnist train_set({.dir = o.data_dir, .subset = o.subset});
   lt::DistributedDataLoader<TrainSet> loader(
-      lt::FashionMnist({.dir = o.data_dir, .subset = o.subset})
-          .map(torch::data::transforms::Stack<>()),
-      *group,
+      lt::FashionMnist(train_set).map(torch::data::transforms::Stack<>()), *group,
       {.batch_size = o.batch_size, .sampler = {.seed = o.seed, .first_epoch = first_epoch}});
   if (group->rank() == 0) {
-    std::printf(
-        "training on %zu samples per rank per epoch, %d rank(s) (%s backend), %zu per batch\n",
-        loader.samples_per_epoch(), group->size(), group->backend_name().c_str(), o.batch_size);
+    if (o.uneven) {
+      std::printf("training on uneven shares of %lld samples per epoch (rank r: weight r + 1), ",
+                  static_cast<long long>(train_set.images().size(0)));
+    } else {
+      std::printf("training on %zu samples per rank per epoch, ", loader.samples_per_epoch());
+    }
+    std::printf("%d rank(s) (%s backend), %zu per batch, %s\n", group->size(),
+                group->backend_name().c_str(), o.batch_size,
+                o.zero == 0 ? "whole optimizer" : o.zero == 1 ? "ZeRO-1" : "ZeRO-2");
     std::fflush(stdout);
     std::filesystem::create_directories(o.checkpoint_dir);
   }
   for (int epoch = first_epoch; epoch < o.epochs; ++epoch) {
-    EpochResult r = train_epoch(o, loader, ddp, optimizer, *group, epoch);
+    EpochResult r = o.uneven ? train_uneven_epoch(o, train_set, ddp, optimizer, *group, epoch)
+                             : train_epoch(o, loader, ddp, optimizer, *group, epoch);
     r.test_accuracy = evaluate(net, test, *group);
-    state.counters = {{"epoch", epoch}};
-    lt::save_checkpoint(*group, path, state);
+    checkpoint.counters() = {{"epoch", epoch}};
+    checkpoint.save(*group);
     if (group->rank() == 0) report(o, epoch, r);
   }
   return 0;

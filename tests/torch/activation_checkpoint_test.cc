@@ -12,9 +12,14 @@
 #include "lockstep/core/error.h"
 #include "lockstep/torch/ddp.h"
 #include "support/spawn.h"
+#include "torch/module_state.h"
 
 namespace lockstep::torch {
 namespace {
+
+using testing::load_parameters;
+using testing::parameters_of;
+using testing::share;
 
 namespace nn = ::torch::nn;
 using lockstep::testing::spawn_groups;
@@ -48,22 +53,6 @@ struct NetImpl : nn::Module {
   bool tail_only = false;
 };
 TORCH_MODULE(Net);
-
-std::shared_ptr<ProcessGroup> share(ProcessGroup& pg) {
-  return std::shared_ptr<ProcessGroup>(std::shared_ptr<void>(), &pg);  // not owning
-}
-
-std::vector<at::Tensor> parameters_of(nn::Module& m) {
-  std::vector<at::Tensor> out;
-  for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
-  return out;
-}
-
-void load(nn::Module& m, const std::vector<at::Tensor>& values) {
-  ::torch::NoGradGuard no_grad;
-  auto params = m.parameters();
-  for (size_t i = 0; i < params.size(); ++i) params[i].copy_(values[i]);
-}
 
 TEST(Checkpoint, GradientsEqualThePlainBlocksAndDropoutDrawsTheSameMask) {
   ::torch::manual_seed(3);
@@ -116,7 +105,7 @@ void expect_trains_like_one_process(int world, DdpOptions options, int uses, boo
         Net net;
         net->uses = uses;
         net->tail_only = tail_only;
-        load(*net, initial);
+        load_parameters(*net, initial);
         DistributedDataParallel ddp(net, share(pg), options);
         ::torch::optim::SGD opt(net->parameters(), ::torch::optim::SGDOptions(0.1).momentum(0.9));
         for (int t = 0; t < kSteps; ++t) {

@@ -18,9 +18,14 @@
 #include "lockstep/torch/ddp.h"
 #include "lockstep/torch/zero.h"
 #include "support/spawn.h"
+#include "torch/module_state.h"
 
 namespace lockstep::torch {
 namespace {
+
+using testing::load_parameters;
+using testing::parameters_of;
+using testing::share;
 
 namespace nn = ::torch::nn;
 using lockstep::testing::spawn_groups;
@@ -47,26 +52,10 @@ struct CountingMlpImpl : nn::Module {
 };
 TORCH_MODULE(CountingMlp);
 
-std::shared_ptr<ProcessGroup> share(ProcessGroup& pg) {
-  return std::shared_ptr<ProcessGroup>(std::shared_ptr<void>(), &pg);  // not owning
-}
-
-std::vector<at::Tensor> parameters_of(nn::Module& m) {
-  std::vector<at::Tensor> out;
-  for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
-  return out;
-}
-
-void load(nn::Module& m, const std::vector<at::Tensor>& values) {
-  ::torch::NoGradGuard no_grad;
-  auto params = m.parameters();
-  for (size_t i = 0; i < params.size(); ++i) params[i].copy_(values[i]);
-}
-
 CountingMlp make_net(const std::vector<at::Tensor>& initial) {
   CountingMlp net;
   net->to(::torch::kFloat64);
-  if (!initial.empty()) load(*net, initial);
+  if (!initial.empty()) load_parameters(*net, initial);
   return net;
 }
 

@@ -25,10 +25,15 @@
 #include "lockstep/torch/ddp.h"
 #include "support/messages.h"
 #include "support/spawn.h"
+#include "torch/module_state.h"
 #include "support/temp_dir.h"
 
 namespace lockstep::torch {
 namespace {
+
+using testing::load_parameters;
+using testing::parameters_of;
+using testing::share;
 
 namespace fs = std::filesystem;
 namespace nn = ::torch::nn;
@@ -48,22 +53,6 @@ struct MlpImpl : nn::Module {
   nn::Linear fc1, fc2, fc3;
 };
 TORCH_MODULE(Mlp);
-
-std::shared_ptr<ProcessGroup> share(ProcessGroup& pg) {
-  return std::shared_ptr<ProcessGroup>(&pg, [](ProcessGroup*) {});
-}
-
-std::vector<at::Tensor> snapshot(nn::Module& m) {
-  std::vector<at::Tensor> v;
-  for (const auto& p : m.parameters()) v.push_back(p.detach().clone());
-  return v;
-}
-
-void assign(nn::Module& m, const std::vector<at::Tensor>& values) {
-  ::torch::NoGradGuard no_grad;
-  auto params = m.parameters();
-  for (size_t i = 0; i < params.size(); ++i) params[i].copy_(values[i]);
-}
 
 // Values no run produces, so that a load must overwrite them (ranks as threads share LibTorch's
 // generator, so each rank's fresh model is different anyway).
@@ -136,7 +125,7 @@ void expect_resharded_like_uninterrupted(int save_world, int load_world, const F
   at::set_num_threads(1);
   ::torch::manual_seed(0);
   Mlp reference;
-  const std::vector<at::Tensor> initial = snapshot(*reference);
+  const std::vector<at::Tensor> initial = parameters_of(*reference);
   std::vector<at::Tensor> xs, ys;
   for (int t = 0; t < k + j; ++t) {
     xs.push_back(::torch::randn({kGlobalBatch, 8}));
@@ -145,7 +134,7 @@ void expect_resharded_like_uninterrupted(int save_world, int load_world, const F
   auto whole = make(reference->parameters());
   auto forward = [&](at::Tensor x) { return reference(x); };
   for (int t = 0; t < k + j; ++t) step(forward, *whole, xs[t], ys[t]);
-  const std::vector<at::Tensor> expected = snapshot(*reference);
+  const std::vector<at::Tensor> expected = parameters_of(*reference);
   std::vector<std::vector<at::Tensor>> expected_state;
   for (const auto& p : reference->parameters()) {
     expected_state.push_back(state_of(*whole, p));
@@ -156,7 +145,7 @@ void expect_resharded_like_uninterrupted(int save_world, int load_world, const F
   std::vector<std::vector<at::Tensor>> saved_state(initial.size());  // by global index
   spawn_groups(save_world, [&](ProcessGroup& pg) {
     Mlp net;
-    assign(*net, initial);
+    load_parameters(*net, initial);
     DistributedDataParallel ddp(net, share(pg));
     ZeroRedundancyOptimizer opt(net->parameters(), share(pg), make);
     const int64_t per = kGlobalBatch / pg.size();
@@ -195,7 +184,7 @@ void expect_resharded_like_uninterrupted(int save_world, int load_world, const F
       step(forward, opt, xs[t].narrow(0, per * pg.rank(), per),
            ys[t].narrow(0, per * pg.rank(), per));
     }
-    const std::vector<at::Tensor> got = snapshot(*net);
+    const std::vector<at::Tensor> got = parameters_of(*net);
     for (size_t i = 0; i < got.size(); ++i) {
       EXPECT_LE((got[i] - expected[i]).abs().max().item<double>(), 1e-5)
           << "rank " << pg.rank() << " parameter #" << i;
@@ -360,7 +349,7 @@ std::vector<at::Tensor> train_and_save(const std::string& dir, int64_t step,
         pg, dir, {.model = net.ptr().get(), .optimizer = &opt, .counters = {{"step", step}}},
         options);
     std::lock_guard<std::mutex> lock(mu);
-    if (pg.rank() == 0) saved = snapshot(*net);
+    if (pg.rank() == 0) saved = parameters_of(*net);
   });
   return saved;
 }
@@ -373,7 +362,7 @@ void expect_generation(const std::string& dir, int64_t step, const std::vector<a
     ShardedCheckpointState state{.model = net.ptr().get(), .optimizer = &opt};
     ASSERT_TRUE(load_sharded_checkpoint(pg, dir, &state));
     EXPECT_EQ(state.counters.at("step"), step);
-    EXPECT_EQ(max_difference(snapshot(*net), want), 0.0);
+    EXPECT_EQ(max_difference(parameters_of(*net), want), 0.0);
     for (size_t i : opt.shard(pg.rank())) {
       const auto momentum = state_of(opt.local_optimizer(), net->parameters()[i]);
       ASSERT_EQ(momentum.size(), 1u);

@@ -17,9 +17,14 @@
 #include "lockstep/core/error.h"
 #include "lockstep/torch/ddp.h"
 #include "support/spawn.h"
+#include "torch/module_state.h"
 
 namespace lockstep::torch {
 namespace {
+
+using testing::load_parameters;
+using testing::parameters_of;
+using testing::share;
 
 namespace nn = ::torch::nn;
 using lockstep::testing::spawn_groups;
@@ -36,22 +41,6 @@ struct MlpImpl : nn::Module {
   nn::Linear fc1, fc2, fc3;
 };
 TORCH_MODULE(Mlp);
-
-std::shared_ptr<ProcessGroup> share(ProcessGroup& pg) {
-  return std::shared_ptr<ProcessGroup>(&pg, [](ProcessGroup*) {});
-}
-
-std::vector<at::Tensor> snapshot(nn::Module& m) {
-  std::vector<at::Tensor> v;
-  for (const auto& p : m.parameters()) v.push_back(p.detach().clone());
-  return v;
-}
-
-void load(nn::Module& m, const std::vector<at::Tensor>& values) {
-  ::torch::NoGradGuard no_grad;
-  auto params = m.parameters();
-  for (size_t i = 0; i < params.size(); ++i) params[i].copy_(values[i]);
-}
 
 ZeroRedundancyOptimizer::OptimizerFactory sgd() {
   return [](std::vector<at::Tensor> shard) {
@@ -91,7 +80,7 @@ void expect_like_one_process(int world, const ZeroRedundancyOptimizer::Optimizer
   at::set_num_threads(1);
   ::torch::manual_seed(0);
   Mlp reference;
-  const std::vector<at::Tensor> initial = snapshot(*reference);
+  const std::vector<at::Tensor> initial = parameters_of(*reference);
   std::vector<at::Tensor> xs, ys;
   for (int t = 0; t < kSteps; ++t) {
     xs.push_back(::torch::randn({kBatch * world, 8}));
@@ -103,12 +92,12 @@ void expect_like_one_process(int world, const ZeroRedundancyOptimizer::Optimizer
     ::torch::mse_loss(reference(xs[t]), ys[t]).backward();
     whole->step();
   }
-  const std::vector<at::Tensor> expected = snapshot(*reference);
+  const std::vector<at::Tensor> expected = parameters_of(*reference);
   ASSERT_GT((expected[0] - initial[0]).abs().max().item<double>(), 100 * tolerance);
 
   spawn_groups(world, [&](ProcessGroup& pg) {
     Mlp net;
-    load(*net, initial);
+    load_parameters(*net, initial);
     DistributedDataParallel ddp(net, share(pg));
     ZeroRedundancyOptimizer opt(net->parameters(), share(pg), make);
     if (stage == 2) ddp.shard_gradients(opt);
@@ -125,7 +114,7 @@ void expect_like_one_process(int world, const ZeroRedundancyOptimizer::Optimizer
       }
       opt.step();
     }
-    const std::vector<at::Tensor> got = snapshot(*net);
+    const std::vector<at::Tensor> got = parameters_of(*net);
     for (size_t i = 0; i < got.size(); ++i) {
       const double diff = (got[i] - expected[i]).abs().max().item<double>();
       EXPECT_LE(diff, tolerance) << "rank " << pg.rank() << " parameter #" << i;
