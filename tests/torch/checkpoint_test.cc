@@ -357,8 +357,8 @@ TEST(Training, ZeroTwoAndUnevenSharesReachTheDefaultAccuracy) {
   EXPECT_GT(accuracy(zero2), 75.0) << zero2;
   const std::string resumed = run({"--epochs", "2", "--zero", "2", "--resume"});
   EXPECT_TRUE(contains(resumed, "resumed from")) << resumed;
-  EXPECT_TRUE(contains(resumed, "epoch 2/2")) << resumed;
-  EXPECT_FALSE(contains(resumed, "epoch 1/2")) << resumed;
+  EXPECT_TRUE(contains(resumed, "epoch 2/2:")) << resumed;
+  EXPECT_FALSE(contains(resumed, "epoch 1/2:")) << resumed;  // not trained again
   const std::string uneven = run({"--epochs", "1", "--uneven", "--checkpoint-dir", dir.file("u")});
   EXPECT_TRUE(contains(uneven, "uneven shares")) << uneven;
   EXPECT_GT(accuracy(uneven), 75.0) << uneven;
