@@ -3,15 +3,17 @@
 //
 //   lockstep run --nproc-per-node 2 -- ddp_memory --zero 2 [--iters 6] [--hidden 4096]
 //
-// The model is the MLP of examples/ddp_overlap, 784-H-H-10 (H = 4096: 20.0M parameters, 80 MB of
-// f32), batch 64 per rank. Each rank measures its resident memory (VmRSS, after malloc_trim so
+// The model is an MLP of L hidden layers of width H, 784-H-...-H-10 (defaults L = 20, H = 1024:
+// 20.8M parameters, 83 MB of f32, in 20 weight matrices of about 1M parameters: ZeRO partitions
+// whole parameters, so a model of one dominant matrix could not be balanced), batch 64 per rank. Each rank measures its resident memory (VmRSS, after malloc_trim so
 // that freed memory is not counted) before building the model, and after the last step (the
 // steady state between iterations), and its peak (VmHWM); the differences are the training's.
-// Rank 0 prints the largest of each over the ranks, the median step time, and the bytes the
-// formula predicts for the steady state, with P the parameters' bytes and N the ranks:
+// Rank 0 prints the largest of each over the ranks, the median step time, and the largest over the
+// ranks of what the formula predicts for the steady state, with P the parameters' bytes and S the
+// bytes of the parameters the rank owns (about P/N):
 //   --zero 0   P (parameters) + P (gradients) + P (DDP's buckets) + 2P (Adam's two moments)
-//   --zero 1   P + P + P + 2P/N
-//   --zero 2   P + P/N (the gradients this rank owns) + 2P/N (no buckets between iterations)
+//   --zero 1   P + P + P + 2S
+//   --zero 2   P + S (the gradients this rank owns) + 2S (no buckets between iterations)
 #include <malloc.h>
 #include <torch/torch.h>
 
@@ -35,7 +37,8 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   int zero = 0;
   int iters = 6;
-  int64_t hidden = 4096;
+  int64_t hidden = 1024;
+  int layers = 20;
 };
 
 Options parse(int argc, char** argv) {
@@ -49,8 +52,10 @@ Options parse(int argc, char** argv) {
       o.iters = static_cast<int>(value);
     } else if (key == "--hidden" && value > 0) {
       o.hidden = value;
+    } else if (key == "--layers" && value > 0) {
+      o.layers = static_cast<int>(value);
     } else {
-      throw std::invalid_argument("usage: ddp_memory [--zero 0|1|2] [--iters N] [--hidden H]");
+      throw std::invalid_argument("usage: ddp_memory [--zero 0|1|2] [--iters N] [--hidden H] [--layers L]");
     }
   }
   return o;
@@ -89,8 +94,12 @@ int run(const Options& o) {
   auto group = lockstep::init_process_group();
   const double before = resident_bytes();
   torch::manual_seed(0);
-  nn::Sequential net(nn::Linear(784, o.hidden), nn::ReLU(), nn::Linear(o.hidden, o.hidden),
-                     nn::ReLU(), nn::Linear(o.hidden, 10));
+  nn::Sequential net(nn::Linear(784, o.hidden), nn::ReLU());
+  for (int l = 1; l < o.layers; ++l) {
+    net->push_back(nn::Linear(o.hidden, o.hidden));
+    net->push_back(nn::ReLU());
+  }
+  net->push_back(nn::Linear(o.hidden, 10));
   lockstep::torch::DdpOptions ddp_options;
   ddp_options.shared_buckets = false;  // private memory: all of it counts in VmRSS alike
   lockstep::torch::DistributedDataParallel ddp(net, group, ddp_options);
@@ -125,10 +134,16 @@ int run(const Options& o) {
   std::sort(step_seconds.begin() + 1, step_seconds.end());  // the first step allocates: skip it
   double median = step_seconds[1 + (step_seconds.size() - 1) / 2];
   median = group_max(*group, median);
-  double p = 0;
-  for (const auto& t : net->parameters()) p += static_cast<double>(t.numel() * t.element_size());
+  double p = 0, owned = 0;
+  const auto params = net->parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const double bytes = static_cast<double>(params[i].numel() * params[i].element_size());
+    p += bytes;
+    if (sharded && sharded->owner(i) == group->rank()) owned += bytes;
+  }
   const double n = group->size();
-  const double formula = o.zero == 0 ? 5 * p : o.zero == 1 ? 3 * p + 2 * p / n : p + 3 * p / n;
+  const double formula =
+      group_max(*group, o.zero == 0 ? 5 * p : o.zero == 1 ? 3 * p + 2 * owned : p + 3 * owned);
   if (group->rank() == 0) {
     std::printf(
         "ddp_memory: world %d, zero %d, %.1fM parameters (P = %.0f MB): per rank steady %.0f MB "
