@@ -19,7 +19,8 @@ LOCKSTEP_BUILD_DIR="${LOCKSTEP_BUILD_DIR:-$LOCKSTEP_ROOT/build}"
 # libssl-dev: OpenSSL's libcrypto, for the HMAC that authenticates a job's connections.
 # doxygen builds the API reference (the `docs` target, tested by CTest's api_reference).
 # clang and libclang-rt-14-dev (libFuzzer and clang's sanitizers) build the fuzz harnesses
-# (scripts/fuzz.sh, which scripts/test.sh runs briefly).
+# (scripts/fuzz.sh, which scripts/test.sh runs briefly). iproute2 makes the network-namespace
+# hosts of the multi-host tests (scripts/netns_hosts.sh).
 LOCKSTEP_APT_PACKAGES=(
   cmake
   ninja-build
@@ -42,6 +43,7 @@ LOCKSTEP_APT_PACKAGES=(
   doxygen
   clang
   libclang-rt-14-dev
+  iproute2
 )
 
 lockstep_package_installed() {

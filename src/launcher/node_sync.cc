@@ -91,6 +91,15 @@ NodeSync::NodeSync(const LaunchOptions& options, SignalCatcher& signals)
         TcpStoreServerOptions{.bind_host = bind,
                               .port = static_cast<uint16_t>(options.master_port),
                               .secret = options.secret});
+    // This node reaches its own store where the store listens: bound to one interface's address
+    // (the usual case on several hosts), the store is not on the loopback address.
+    if (bind == "0.0.0.0") {
+      own_store_host_ = "127.0.0.1";
+    } else if (bind == "::") {
+      own_store_host_ = "::1";
+    } else {
+      own_store_host_ = bind;
+    }
   }
   if (options.nnodes > 1) connect();
 }
@@ -103,7 +112,7 @@ int NodeSync::store_port() const {
 
 TcpStore& NodeSync::store() {
   if (!store_)
-    store_ = std::make_unique<TcpStore>(TcpStoreOptions{.host = "127.0.0.1",
+    store_ = std::make_unique<TcpStore>(TcpStoreOptions{.host = own_store_host_,
                                                         .port = static_cast<uint16_t>(store_port()),
                                                         .timeout = kSlice * 4,
                                                         .secret = options_.secret});
@@ -111,7 +120,7 @@ TcpStore& NodeSync::store() {
 }
 
 void NodeSync::connect() {
-  std::string host = server_ ? "127.0.0.1" : options_.master_addr;
+  std::string host = server_ ? own_store_host_ : options_.master_addr;
   Deadline deadline = Deadline::after(options_.rdzv_timeout);
   auto next_note = Clock::now() + seconds(10);
   for (;;) {

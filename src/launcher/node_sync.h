@@ -85,6 +85,7 @@ class NodeSync {
   std::string host_;
   bool joined_ = false;
   std::unique_ptr<TcpStoreServer> server_;
+  std::string own_store_host_ = "127.0.0.1";  // where node 0 reaches its own store
   std::unique_ptr<TcpStore> store_;  // with one node: made on first use by store()
 };
 

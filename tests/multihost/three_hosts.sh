@@ -1,0 +1,81 @@
+#!/bin/bash
+# Multi-host jobs on real network-namespace hosts (scripts/netns_hosts.sh): 3 hosts, each with its
+# own host name and address, `lockstep run --nnodes 3` on each, 2 ranks per host.
+#   1. the all_reduce example on `auto`: it picks hier from the hosts' real names, closed forms hold;
+#   2. `lockstep bench` across the hosts on tcp and auto (hier), with its closed-form checks;
+#   3. an unmodified PyTorch gloo script (Debian's python3-torch), when torch is installed.
+# Skips (exit 77) where namespaces cannot be made. Removes every namespace it made on exit.
+#   tests/multihost/three_hosts.sh BUILD_DIR
+set -uo pipefail
+build=$(cd "$1" && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
+hosts="$root/scripts/netns_hosts.sh"
+"$hosts" check || exit $?
+fixture="ls$$"
+trap '"$hosts" down "$fixture"' EXIT
+"$hosts" up "$fixture" 3 || exit 1
+master=$("$hosts" addr 0)
+port=29500
+failures=0
+out=$(mktemp -d)
+
+# Runs "$@" (a program and its arguments) as a 3-node job, 2 ranks per node; node i's output goes
+# to $out/<label>.<i>. Returns the number of nodes that failed.
+job() {
+  local label=$1
+  shift
+  port=$((port + 1))
+  local pids=() i failed=0
+  for i in 0 1 2; do
+    timeout 240 "$hosts" run "$fixture" "$i" env GLOO_SOCKET_IFNAME=eth0 \
+      "$build/lockstep" run --nnodes 3 --node-rank "$i" --nproc-per-node 2 \
+      --master-addr "$master" --master-port "$port" --rdzv-timeout 60 -- "$@" \
+      >"$out/$label.$i" 2>&1 &
+    pids+=($!)
+  done
+  for i in 0 1 2; do
+    if ! wait "${pids[$i]}"; then
+      echo "FAIL: $label: node $i failed:"
+      sed 's/^/    /' "$out/$label.$i"
+      failed=$((failed + 1))
+    fi
+  done
+  return $failed
+}
+
+expect() {  # expect LABEL TEXT: node 0's output contains TEXT
+  if grep -qF "$2" "$out/$1.0"; then
+    echo "ok: $1: $2"
+  else
+    echo "FAIL: $1: node 0's output lacks '$2':"
+    sed 's/^/    /' "$out/$1.0"
+    failures=$((failures + 1))
+  fi
+}
+
+job all_reduce "$build/examples/all_reduce" || failures=$((failures + 1))
+expect all_reduce "all_reduce: ok on 6 ranks (backend hier)"
+
+job bench "$build/lockstep" bench --backend tcp,auto --op all_reduce,all_gather,broadcast \
+  --min-bytes 4 --max-bytes 1M --step-factor 256 --iters 3 || failures=$((failures + 1))
+expect bench "tcp us    tcp GB/s     hier us   hier GB/s  check"
+# Every size's row ends with the closed-form check's "ok".
+rows=$(grep -cE '^\[rank0\]: +[0-9]+ +[0-9]+ ' "$out/bench.0")
+good=$(grep -cE '^\[rank0\]: +[0-9]+ +[0-9]+ .* ok$' "$out/bench.0")
+if [ "$rows" -gt 0 ] && [ "$rows" = "$good" ]; then
+  echo "ok: bench: $good sizes checked on both backends"
+else
+  echo "FAIL: bench: $good of $rows sizes passed their check"
+  failures=$((failures + 1))
+fi
+
+if /usr/bin/python3 -c "import torch.distributed" 2>/dev/null; then
+  job gloo /usr/bin/python3 "$root/tests/multihost/gloo_job.py" || failures=$((failures + 1))
+  expect gloo "gloo: ok on 6 ranks over 3 hosts (2 per host)"
+else
+  echo "skipped: the PyTorch gloo job (no python3-torch)"
+fi
+
+rm -rf "$out"
+[ "$failures" = 0 ] && echo "multi-host: all passed" || echo "multi-host: $failures failure(s)"
+[ "$failures" = 0 ]
