@@ -3,6 +3,7 @@
 
 #include <exception>
 #include <sstream>
+#include <vector>
 
 #include "core/log.h"
 #include "lockstep/core/error.h"
@@ -16,12 +17,13 @@ constexpr const char* kWhat = "Join";
 }  // namespace
 
 Joinable::~Joinable() {
-  if (join_) join_->detach();
+  // Destroyed while its Join lives (declared after it): the Join forgets it.
+  if (join_) std::erase(join_->joinables_, this);
 }
 
 JoinIteration Joinable::notify_join() {
   if (!join_) return {};
-  if (join_->joinables_.front() != this) return join_->last_;
+  if (join_->joinables_.empty() || join_->joinables_.front() != this) return join_->last_;
   return join_->exchange(/*training=*/true);
 }
 
