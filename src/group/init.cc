@@ -156,7 +156,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
                      .hostname = net::hostname(),
                      .secret = job_secret_from_environment()};
   log_info("init_process_group: rank ", rv.rank, " of ", rv.world_size, " (", rv.source,
-           "), store ", store_text(options, rv, env), ", advertising ", config.advertise_address);
+           "), store ", store_text(options, rv, env), rv.derived.empty() ? "" : " (",
+           rv.derived, rv.derived.empty() ? "" : ")", ", advertising ",
+           config.advertise_address);
   return std::make_shared<ProcessGroup>(std::move(config));
 }
 

@@ -115,6 +115,8 @@ void read_master(const EnvLookup& env, EnvRendezvous& out, Problems& problems) {
   } else if (auto nodes = env("SLURM_JOB_NODELIST") ? env("SLURM_JOB_NODELIST")
                                                      : env("SLURM_NODELIST")) {
     out.master_addr = first_slurm_host(*nodes);
+    out.derived = "address " + out.master_addr + ": the first host of " +
+                  (env("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST=" : "SLURM_NODELIST=") + *nodes;
   } else if (out.source == "Open MPI" && mpi::open_bootstrap_store) {
     // mpirun without MASTER_ADDR, in a program that links the mpi backend: rank 0 hosts the store
     // and tells the others its address over MPI (src/backends/mpi/backend.h, [MPI bootstrap]);
@@ -126,10 +128,32 @@ void read_master(const EnvLookup& env, EnvRendezvous& out, Problems& problems) {
     problems.add("MASTER_ADDR is not set (the host name or address of rank 0's machine)");
   }
   int port = -1;
+  auto job_id = env("SLURM_JOB_ID");
+  if (!env("MASTER_PORT") && out.source == "Slurm" && job_id) {
+    char* end = nullptr;
+    const unsigned long long id = std::strtoull(job_id->c_str(), &end, 10);
+    if (job_id->empty() || *end != '\0') {
+      problems.add("MASTER_PORT is not set, and SLURM_JOB_ID='" + *job_id +
+                   "' is not a number to derive it from");
+    } else {
+      out.master_port = slurm_port(id);
+      out.derived += (out.derived.empty() ? "" : "; ") + detail::concat("port ", out.master_port,
+                                                                        ": from SLURM_JOB_ID=", id);
+    }
+    return;
+  }
   read_int(env, "MASTER_PORT", 0, port, problems, true);
   if (port > 65535) problems.add("MASTER_PORT=" + std::to_string(port) + " is above 65535");
   else out.master_port = port;
 }
+
+}  // namespace
+
+int slurm_port(unsigned long long job_id) {
+  return 15000 + static_cast<int>(job_id % 10000);
+}
+
+namespace {
 
 // "tcp://host:port" -> host, port.
 void parse_tcp_url(const std::string& url, EnvRendezvous& out, Problems& problems) {

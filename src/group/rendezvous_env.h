@@ -21,7 +21,15 @@ struct EnvRendezvous {
   int master_port = -1;
   bool launcher_store = false;  // the store is the launcher's (LOCKSTEP_STORE_ADDR/_PORT)
   std::string source;         // "RANK/WORLD_SIZE", "Slurm", "Open MPI" or "options"
+  // Where master_addr and master_port came from when not from MASTER_ADDR / MASTER_PORT
+  // ("the first host of SLURM_JOB_NODELIST=...", "SLURM_JOB_ID=..."), for the INFO log.
+  std::string derived;
 };
+
+// [Slurm] Without MASTER_PORT, a Slurm job's ranks agree on 15000 + the last 4 digits of
+// SLURM_JOB_ID, as PyTorch Lightning's SLURM environment does: the same in every task of the job,
+// and different for jobs that share a node most of the time.
+int slurm_port(unsigned long long job_id);
 
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 

@@ -78,6 +78,34 @@ TEST(RendezvousEnv, SlurmVariables) {
   EXPECT_EQ(rv.source, "Slurm");
 }
 
+// [Slurm] Under srun without MASTER_ADDR / MASTER_PORT: the first host of the node list (Slurm's
+// compressed hostlist forms) and 15000 + the last 4 digits of the job id; explicit values win.
+TEST(RendezvousEnv, SlurmWithoutMasterVariablesDerivesAddressAndPort) {
+  const std::vector<std::pair<std::string, std::string>> lists = {
+      {"node[01-04,07]", "node01"},   {"gpu5", "gpu5"},
+      {"a,b,c", "a"},                 {"rack1-n[3-5],rack2-n[1-2]", "rack1-n3"},
+      {"n[10,12-13]", "n10"},         {"login[007]", "login007"}};
+  for (const auto& [list, first] : lists) {
+    auto rv = read_rendezvous({}, env_of({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"},
+                                          {"SLURM_JOB_NODELIST", list}, {"SLURM_JOB_ID", "1234567"}}));
+    EXPECT_EQ(rv.master_addr, first) << list;
+    EXPECT_EQ(rv.master_port, 15000 + 4567) << list;
+    EXPECT_TRUE(has(rv.derived, "the first host of SLURM_JOB_NODELIST=" + list)) << rv.derived;
+    EXPECT_TRUE(has(rv.derived, "port 19567: from SLURM_JOB_ID=1234567")) << rv.derived;
+  }
+  auto explicit_port = read_rendezvous(
+      {}, env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "x[1-2]"},
+                  {"SLURM_JOB_ID", "77"}, {"MASTER_PORT", "29400"}, {"MASTER_ADDR", "head"}}));
+  EXPECT_EQ(explicit_port.master_port, 29400);
+  EXPECT_EQ(explicit_port.master_addr, "head");
+  EXPECT_EQ(explicit_port.derived, "");
+  std::string msg = config_error({}, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"},
+                                      {"SLURM_JOB_NODELIST", "x1"}, {"SLURM_JOB_ID", "12ab"}});
+  EXPECT_TRUE(has(msg, "SLURM_JOB_ID='12ab' is not a number")) << msg;
+  EXPECT_EQ(slurm_port(42), 15042);
+  EXPECT_EQ(slurm_port(9999), 24999);
+}
+
 TEST(RendezvousEnv, OpenMpiVariables) {
   auto rv = read_rendezvous({}, env_of({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"},
                                         {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},

@@ -3,7 +3,8 @@
 # own host name and address, `lockstep run --nnodes 3` on each, 2 ranks per host.
 #   1. the all_reduce example on `auto`: it picks hier from the hosts' real names, closed forms hold;
 #   2. `lockstep bench` across the hosts on tcp and auto (hier), with its closed-form checks;
-#   3. an unmodified PyTorch gloo script (Debian's python3-torch), when torch is installed.
+#   3. srun's variables set by hand, no launcher: the store's address and port from Slurm's;
+#   4. an unmodified PyTorch gloo script (Debian's python3-torch), when torch is installed.
 # Skips (exit 77) where namespaces cannot be made. Removes every namespace it made on exit.
 #   tests/multihost/three_hosts.sh BUILD_DIR
 set -uo pipefail
@@ -68,6 +69,30 @@ else
   echo "FAIL: bench: $good of $rows sizes passed their check"
   failures=$((failures + 1))
 fi
+
+# "Under Slurm" without a launcher or MASTER_* variables: srun's variables set by hand, 2 tasks per
+# host; the store's address comes from the node list's first host, its port from the job id.
+slurm_pids=()
+for i in 0 1 2; do
+  for j in 0 1; do
+    timeout 120 "$hosts" run "$fixture" "$i" env SLURM_PROCID=$((2 * i + j)) SLURM_NTASKS=6 \
+      SLURM_LOCALID=$j SLURM_NTASKS_PER_NODE=2 SLURM_JOB_NODELIST="10.231.0.[1-3]" \
+      SLURM_JOB_ID=4242 LOCKSTEP_DEBUG=INFO "$build/examples/all_reduce" \
+      >"$out/slurm.$((2 * i + j))" 2>&1 &
+    slurm_pids+=($!)
+  done
+done
+slurm_failed=0
+for k in 0 1 2 3 4 5; do
+  if ! wait "${slurm_pids[$k]}"; then
+    echo "FAIL: slurm: task $k failed:"
+    sed 's/^/    /' "$out/slurm.$k"
+    slurm_failed=1
+  fi
+done
+[ "$slurm_failed" = 0 ] || failures=$((failures + 1))
+expect slurm "all_reduce: ok on 6 ranks (backend hier)"
+expect slurm "the first host of SLURM_JOB_NODELIST=10.231.0.[1-3]; port 19242: from SLURM_JOB_ID=4242"
 
 if /usr/bin/python3 -c "import torch.distributed" 2>/dev/null; then
   job gloo /usr/bin/python3 "$root/tests/multihost/gloo_job.py" || failures=$((failures + 1))
