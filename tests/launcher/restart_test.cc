@@ -9,11 +9,17 @@ namespace {
 
 TEST(LauncherRestart, SucceedsOnTheSecondAttemptWithRestartCountOne) {
   TempDir dir;
-  // Attempt 0: rank 1 fails and rank 0 would sleep 30 s; attempt 1: both succeed.
+  // Attempt 0: rank 1 fails (once rank 0 has printed its line: under load the launcher could
+  // otherwise stop rank 0 before its shell ran) and rank 0 would sleep 30 s; attempt 1: both
+  // succeed.
+  const std::string printed = dir.file("rank0_printed");
   std::string script =
       "echo \"attempt=$LOCKSTEP_RESTART_COUNT max=$LOCKSTEP_MAX_RESTARTS run=$LOCKSTEP_RUN_ID\"; "
       "if [ \"$LOCKSTEP_RESTART_COUNT\" = 0 ]; then "
-      "  if [ \"$RANK\" = 1 ]; then echo 'first try fails' >&2; exit 5; fi; sleep 30; fi; "
+      "  if [ \"$RANK\" = 1 ]; then "
+      "    i=0; while [ ! -e " + printed + " ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; "
+      "    echo 'first try fails' >&2; exit 5; fi; "
+      "  touch " + printed + "; sleep 30; fi; "
       "echo \"done rank $RANK\"";
   auto r = launch({"--standalone", "--nproc-per-node", "2", "--max-restarts", "2", "--run-id",
                    "restartjob", "--log-dir", dir.path(), "/bin/sh", "-c", script});
