@@ -2,17 +2,14 @@
 // through GradientAccess, buffers and parameters broadcast from rank 0.
 #include "lockstep/torch/ddp.h"
 
-#include <torch/csrc/autograd/engine.h>
-#include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/grad_mode.h>
-#include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <map>
 #include <unordered_set>
 
+#include "autograd_glue.h"
 #include "core/log.h"
 #include "ddp/model_check.h"
 #include "ddp/reducer.h"
@@ -24,90 +21,13 @@ namespace lockstep::torch {
 
 namespace {
 
+using detail::add_accumulator_hook;
+using detail::add_node_pre_hook;
+using detail::accumulator_of;
+using detail::at_end_of_backward;
+using detail::reachable_nodes;
+using detail::remove_accumulator_hook;
 using ::torch::autograd::Node;
-
-// ---------------------------------------------------------------------------------------------
-// [Autograd glue] Every LibTorch internal DDP relies on (written against 1.13), in one place.
-// A port to 2.x changes only this section (there, Tensor::register_post_accumulate_grad_hook
-// can replace the accumulator post hook).
-// ---------------------------------------------------------------------------------------------
-
-// Runs `fn` after a parameter's gradient accumulator has updated .grad().
-class AccumulatorHook : public ::torch::autograd::FunctionPostHook {
- public:
-  explicit AccumulatorHook(std::function<void()> fn) : fn_(std::move(fn)) {}
-  ::torch::autograd::variable_list operator()(
-      const ::torch::autograd::variable_list& outputs,
-      const ::torch::autograd::variable_list& /*inputs*/) override {
-    fn_();
-    return outputs;
-  }
-
- private:
-  std::function<void()> fn_;
-};
-
-// Runs `fn` when a node is about to run in a backward pass.
-class NodePreHook : public ::torch::autograd::FunctionPreHook {
- public:
-  explicit NodePreHook(std::function<void()> fn) : fn_(std::move(fn)) {}
-  ::torch::autograd::variable_list operator()(
-      const ::torch::autograd::variable_list& grads) override {
-    fn_();
-    return grads;
-  }
-
- private:
-  std::function<void()> fn_;
-};
-
-void add_node_pre_hook(Node& node, std::function<void()> fn) {
-  node.add_pre_hook(std::make_unique<NodePreHook>(std::move(fn)));
-}
-
-// The parameter's gradient accumulator (the autograd node that writes .grad()). The tensor holds
-// it weakly: keep the returned pointer, or the node (and its hooks) vanish after each backward.
-std::shared_ptr<Node> accumulator_of(const at::Tensor& param) {
-  return ::torch::autograd::impl::grad_accumulator(param);
-}
-
-uintptr_t add_accumulator_hook(Node& accumulator, std::function<void()> fn) {
-  return accumulator.add_post_hook(std::make_unique<AccumulatorHook>(std::move(fn)));
-}
-
-void remove_accumulator_hook(Node& accumulator, uintptr_t key) {
-  accumulator.del_post_hook(key);
-}
-
-// Runs `fn` once the running backward pass has finished. REQUIRES: called from a hook inside it.
-void at_end_of_backward(std::function<void()> fn) {
-  ::torch::autograd::Engine::get_default_engine().queue_callback(std::move(fn));
-}
-
-// Every node reachable from the outputs' gradient functions (and the accumulators of outputs that
-// are themselves leaves), added to `seen`.
-void reachable_nodes(const std::vector<at::Tensor>& outputs,
-                     std::unordered_set<const Node*>& seen) {
-  std::vector<std::shared_ptr<Node>> stack;
-  for (const at::Tensor& out : outputs) {
-    if (!out.defined() || !out.requires_grad()) continue;
-    if (auto fn = out.grad_fn()) {
-      stack.push_back(std::move(fn));
-    } else if (auto acc = ::torch::autograd::impl::try_get_grad_accumulator(out)) {
-      stack.push_back(std::move(acc));
-    }
-  }
-  while (!stack.empty()) {
-    std::shared_ptr<Node> node = std::move(stack.back());
-    stack.pop_back();
-    if (!seen.insert(node.get()).second) continue;
-    for (const auto& edge : node->next_edges()) {
-      if (edge.function && !seen.count(edge.function.get())) stack.push_back(edge.function);
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
 
 // Copies rank root's tensors to every rank, one broadcast per dtype. In place, outside autograd.
 void broadcast_coalesced(ProcessGroup& group, const std::vector<at::Tensor>& tensors,
