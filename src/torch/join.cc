@@ -27,10 +27,6 @@ JoinIteration Joinable::notify_join() {
   return join_->exchange(/*training=*/true);
 }
 
-bool Joinable::joined() const {
-  return join_ && join_->joined_;
-}
-
 Join::Join(std::vector<Joinable*> joinables, JoinOptions options)
     : joinables_(std::move(joinables)),
       options_(options),
@@ -104,7 +100,6 @@ void Join::join() {
   if (done_) return;
   done_ = true;
   if (!options_.enable) return;
-  joined_ = true;
   bool first = true;
   bool last_joiner = false;
   while (true) {
@@ -122,7 +117,6 @@ void Join::join() {
                      {.op = ReduceOp::max, .timeout = options_.timeout})
       ->wait();
   for (Joinable* j : joinables_) j->join_finish(authority);
-  joined_ = false;
   detach();
 }
 

@@ -95,8 +95,6 @@ class Joinable {
   // issues the Join's all_reduce; otherwise returns what the last one found. Without an active
   // Join: a full group, no collective.
   JoinIteration notify_join();
-  // This rank is inside join(), running the shadows.
-  bool joined() const;
 
  private:
   friend class Join;
@@ -128,7 +126,6 @@ class Join {
   JoinOptions options_;
   ProcessGroup* group_ = nullptr;
   JoinIteration last_{};
-  bool joined_ = false;
   bool done_ = false;
   int uncaught_at_start_ = 0;
 };
