@@ -56,6 +56,10 @@ class Backend {
   // After a failure on this rank: tells the peers (so they fail fast with the cause) and makes
   // every later run() throw. Idempotent. `reason` is the original error's message.
   virtual void abort(const std::string& reason) = 0;
+  // abort() for a failure of the given class, which started outside this backend (in a group
+  // that runs some of its stages here): the peers raise it with that class (peer_class).
+  // Default: abort(reason).
+  virtual void abort_as(ErrorClass /*error_class*/, const std::string& reason) { abort(reason); }
   // Orderly goodbye at destruction: tells peers this rank is done and lingers up to the deadline
   // so that slower peers are not mistaken for dead ones.
   virtual void shutdown(Deadline deadline) = 0;
@@ -69,6 +73,9 @@ class BackendBase : public Backend {
  public:
   const std::string& name() const final { return name_; }
   void abort(const std::string& reason) final { fail(ErrorClass::network, reason); }
+  void abort_as(ErrorClass error_class, const std::string& reason) final {
+    fail(error_class, reason);
+  }
 
  protected:
   BackendBase(std::string name, const GroupConfig& config);

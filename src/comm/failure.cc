@@ -1,5 +1,7 @@
 #include "comm/failure.h"
 
+#include <algorithm>
+
 #include "lockstep/core/error.h"
 
 namespace lockstep {
@@ -59,6 +61,13 @@ std::string what_of(const std::exception_ptr& e) {
   } catch (...) {
     return "unknown error";
   }
+}
+
+std::string relayed(std::string_view reason, std::string_view from, int to_rank,
+                    std::string_view op_name) {
+  std::string_view root = reason.substr(0, std::min(reason.rfind(kRelayMark), reason.size()));
+  if (root.empty()) root = "(no reason received)";
+  return detail::concat(root, kRelayMark, from, " to rank ", to_rank, " in ", op_name, ")");
 }
 
 ErrorClass peer_class(ErrorClass error_class) {

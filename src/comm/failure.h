@@ -14,6 +14,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "comm/op.h"
 #include "lockstep/store/store.h"
@@ -44,6 +45,14 @@ ErrorClass error_class_of(const std::exception_ptr& e);
 std::string what_of(const std::exception_ptr& e);
 // The class a peer raises for this rank's failure ([Error classes]).
 ErrorClass peer_class(ErrorClass error_class);
+
+// [Relays] A rank that fails because a peer aborted raises the peer's reason first (the root
+// cause), then says once how it learned it: "<root cause> (relayed by rank 0 (host a, pid 7) to
+// rank 2 in all_reduce #0)". A reason relayed again keeps its root cause and only the newest
+// relay, however many ranks and stages it crossed.
+inline constexpr std::string_view kRelayMark = " (relayed by ";
+std::string relayed(std::string_view reason, std::string_view from, int to_rank,
+                    std::string_view op_name);
 
 // A backend's first failure. After it the group is broken: every later op fails at once with the
 // same error class and a message that repeats the cause. Used by one thread at a time (the

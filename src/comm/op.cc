@@ -57,6 +57,14 @@ uint32_t Op::counts_checksum() const {
   return h;
 }
 
+std::string order_mismatch_text(int peer, std::string_view theirs, int rank,
+                                std::string_view mine) {
+  return detail::concat("rank ", peer, " is in ", theirs, " while rank ", rank, " is in ", mine,
+                        ": the ranks called collectives in a different order. Fix: every rank "
+                        "must issue the same collectives in the same order (look for a collective "
+                        "under a rank-dependent branch)");
+}
+
 std::string Op::name() const {
   std::string n(op_kind_name(kind));
   if (variable) n += "_v";

@@ -21,6 +21,11 @@ enum class OpKind : uint8_t {
 };
 std::string_view op_kind_name(OpKind kind);
 
+// "rank 1 is in broadcast #0 while rank 0 is in all_reduce #0: the ranks called collectives in a
+// different order. Fix: ...": the one wording of an order mismatch, whichever check finds it.
+std::string order_mismatch_text(int peer, std::string_view theirs, int rank,
+                                std::string_view mine);
+
 // LOCKSTEP_DEBUG=DETAIL (src/debug/issue_order.h): how many collectives the issuing thread had
 // issued on another group, one that shares at least two ranks with the op's group, before the op.
 struct PriorIssue {

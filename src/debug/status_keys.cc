@@ -1,6 +1,7 @@
 #include "debug/status_keys.h"
 
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "lockstep/core/error.h"
@@ -9,12 +10,36 @@ namespace lockstep::debug {
 
 namespace {
 
-std::optional<Progress> parse_status(const std::string& value) {
-  unsigned long long entered = 0, started = 0, completed = 0;
+std::optional<RankStatus> parse_status(const std::string& value) {
+  unsigned long long entered = 0, started = 0, completed = 0, seq = 0;
+  char kind[32] = {};
   char tail = 0;
-  if (std::sscanf(value.c_str(), "%llu %llu %llu%c", &entered, &started, &completed, &tail) != 3)
-    return std::nullopt;
-  return Progress{.entered = entered, .started = started, .completed = completed};
+  const int got = std::sscanf(value.c_str(), "%llu %llu %llu %31s %llu%c", &entered, &started,
+                              &completed, kind, &seq, &tail);
+  if (got != 3 && got != 5) return std::nullopt;
+  return RankStatus(Progress{.entered = entered, .started = started, .completed = completed},
+                    got == 5 ? kind : "", seq);
+}
+
+std::string op_text(const RankStatus& s) { return detail::concat(s.op_kind, " #", s.op_seq); }
+
+// Where ranks that all entered #seq differ in what they run there: "" when they agree.
+std::string different_ops(const RankStatuses& statuses, uint64_t seq) {
+  std::map<std::string, std::vector<int>> by_op;
+  for (size_t r = 0; r < statuses.size(); ++r)
+    if (statuses[r] && !statuses[r]->op_kind.empty() && statuses[r]->op_seq == seq)
+      by_op[statuses[r]->op_kind].push_back(static_cast<int>(r));
+  if (by_op.size() < 2) return "";
+  std::string s = detail::concat("every rank entered #", seq, ", but not the same collective:");
+  bool first = true;
+  for (const auto& [kind, ranks] : by_op) {
+    s += first ? " " : ", ";
+    first = false;
+    s += ranks.size() == 1 ? detail::concat("rank ", ranks.front(), " is in ")
+                           : "ranks " + rank_list(ranks) + " in ";
+    s += detail::concat(kind, " #", seq);
+  }
+  return s + " (the ranks called collectives in a different order)";
 }
 
 std::vector<std::string> status_keys(const std::string& group, int size) {
@@ -35,8 +60,10 @@ std::string status_key(const std::string& group, int rank) {
   return group + "/status/" + std::to_string(rank);
 }
 
-void publish_status(Store& store, const std::string& group, int rank, const Progress& p) {
-  store.set(status_key(group, rank), detail::concat(p.entered, " ", p.started, " ", p.completed));
+void publish_status(Store& store, const std::string& group, int rank, const RankStatus& p) {
+  std::string value = detail::concat(p.entered, " ", p.started, " ", p.completed);
+  if (!p.op_kind.empty()) value += detail::concat(" ", p.op_kind, " ", p.op_seq);
+  store.set(status_key(group, rank), value);
 }
 
 RankStatuses read_statuses(Store& store, const std::string& group, int size,
@@ -71,8 +98,18 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 std::string describe_statuses(const RankStatuses& statuses, uint64_t seq) {
   std::vector<int> missing = ranks_not_entered(statuses, seq);
-  std::string s = missing.empty() ? std::string("every rank entered it")
-                                  : "ranks " + rank_list(missing) + " never entered it";
+  std::string s;
+  if (missing.empty()) {
+    s = different_ops(statuses, seq);
+    if (s.empty()) s = "every rank entered it";
+  } else {
+    s = "ranks " + rank_list(missing) + " never entered it";
+    std::string where;
+    for (int r : missing)
+      if (const auto& st = statuses[static_cast<size_t>(r)]; st && !st->op_kind.empty())
+        where += detail::concat(where.empty() ? "" : ", ", "rank ", r, " is in ", op_text(*st));
+    if (!where.empty()) s += " (" + where + ")";
+  }
   std::vector<int> unknown;
   for (size_t r = 0; r < statuses.size(); ++r)
     if (!statuses[r]) unknown.push_back(static_cast<int>(r));

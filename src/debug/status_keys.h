@@ -2,7 +2,8 @@
 // store so that any rank can see where the others are even when the data path is stuck.
 //
 // Key "<group>/status/<rank>", value "<entered> <started> <completed>" (decimal counts of
-// collectives, see debug::Progress). The watchdog publishes a rank's own key when its progress
+// collectives, see debug::Progress), then " <kind> <seq>" of the collective the rank runs now, if
+// any: ranks that all entered op #N but are in different collectives there are told apart. The watchdog publishes a rank's own key when its progress
 // has changed (a few times a second at most, never on the op path); a rank about to report a
 // timeout publishes first, then reads everyone's.
 //
@@ -22,10 +23,18 @@
 
 namespace lockstep::debug {
 
-using RankStatuses = std::vector<std::optional<Progress>>;  // index: rank; nullopt: unknown
+// A rank's progress and the collective it runs now.
+struct RankStatus : Progress {
+  RankStatus() = default;
+  RankStatus(const Progress& p, std::string kind = "", uint64_t seq = 0)  // NOLINT: implicit
+      : Progress(p), op_kind(std::move(kind)), op_seq(seq) {}
+  std::string op_kind;  // "all_reduce", "broadcast", ... ("" when none)
+  uint64_t op_seq = 0;
+};
+using RankStatuses = std::vector<std::optional<RankStatus>>;  // index: rank; nullopt: unknown
 
 std::string status_key(const std::string& group, int rank);
-void publish_status(Store& store, const std::string& group, int rank, const Progress& progress);
+void publish_status(Store& store, const std::string& group, int rank, const RankStatus& status);
 // Every rank's status; nullopt for a rank without a (well-formed) key. Waits at most `wait` for
 // keys not yet written. Store failures other than timeouts propagate.
 RankStatuses read_statuses(Store& store, const std::string& group, int size,
@@ -35,9 +44,11 @@ RankStatuses read_statuses(Store& store, const std::string& group, int size,
 std::vector<int> ranks_not_entered(const RankStatuses& statuses, uint64_t seq);
 // "[0, 3]"
 std::string rank_list(const std::vector<int>& ranks);
-// "ranks [3] never entered it; last completed: rank 0 #56, rank 1 #56, rank 2 #56, rank 3 #55"
-// (or "every rank entered it; ..."). "none" for a rank that completed nothing yet, "unknown" for
-// one without a status key.
+// "ranks [3] never entered it (rank 3 is in broadcast #55); last completed: rank 0 #56, rank 1
+// #56, rank 2 #56, rank 3 #55" (or "every rank entered it; ...", or, when the ranks run different
+// collectives as #seq, "every rank entered #57, but not the same collective: rank 1 is in
+// broadcast #57, ranks [0, 2] in all_reduce #57 (...)"). "none" for a rank that completed nothing
+// yet, "unknown" for one without a status key.
 std::string describe_statuses(const RankStatuses& statuses, uint64_t seq);
 
 struct Blame {

@@ -76,12 +76,17 @@ void Watchdog::loop() {
 void Watchdog::publish_if_changed(bool force) {
   std::lock_guard<std::mutex> lock(publish_mu_);
   Progress now = recorder_.progress();
+  auto running = recorder_.running();
+  if (running && (!running->collective() || running->started_us == 0)) running.reset();
+  const uint64_t running_id = running ? running->id : ~uint64_t{0};
   if (!force && now.entered == published_.entered && now.started == published_.started &&
-      now.completed == published_.completed)
+      now.completed == published_.completed && running_id == published_running_)
     return;
   try {
-    publish_status(*options_.store, options_.group, options_.rank, now);
+    publish_status(*options_.store, options_.group, options_.rank,
+                   RankStatus(now, running ? running->op : "", running ? running->seq : 0));
     published_ = now;
+    published_running_ = running_id;
   } catch (const std::exception& e) {
     // The store may be gone with the process that hosted it; the data path reports that.
     if (!store_failed_)

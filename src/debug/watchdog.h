@@ -80,6 +80,7 @@ class Watchdog {
 
   std::mutex publish_mu_;
   Progress published_{~uint64_t{0}, 0, 0};  // last published; nothing yet
+  uint64_t published_running_ = ~uint64_t{0};  // the recorder id of the op it named
   bool store_failed_ = false;               // logged once
 
   uint64_t warned_id_ = ~uint64_t{0};  // the op the warnings count refers to (thread only)

@@ -51,6 +51,7 @@ class HierBackend final : public BackendBase {
 
   void run(const Op& op) override {
     guarded(op, [&] {
+      if (host_group_) shm::set_enclosing_op(*host_group_, op);
       if (op.kind == OpKind::all_reduce)
         all_reduce_hierarchical({.host_group = host_group_.get(),
                                  .host_ranks = host_ranks_,
@@ -77,7 +78,7 @@ class HierBackend final : public BackendBase {
     write_note(reason);
     mesh_.abort(error_class, reason);
     // [Outside this host] in rank_names.h: the reason already names ranks of the whole group.
-    if (host_group_) host_group_->abort(std::string(kOutsideHost) + reason);
+    if (host_group_) host_group_->abort_as(error_class, std::string(kOutsideHost) + reason);
   }
 
   FlatMesh mesh_;

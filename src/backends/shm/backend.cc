@@ -47,6 +47,8 @@ class ShmBackend final : public BackendBase {
     });
   }
 
+  void set_enclosing(const Op& op) { sync_.set_enclosing(op); }
+
   SharedBuffer allocate(size_t bytes, uint64_t index, Deadline deadline) override {
     return allocations_.allocate(bytes, index, deadline);
   }
@@ -120,6 +122,10 @@ class ShmBackend final : public BackendBase {
 
 std::unique_ptr<Backend> make_shm_backend(const GroupConfig& config) {
   return std::make_unique<ShmBackend>(config);
+}
+
+void shm::set_enclosing_op(Backend& host_group, const Op& op) {
+  dynamic_cast<ShmBackend&>(host_group).set_enclosing(op);
 }
 
 }  // namespace lockstep

@@ -14,4 +14,10 @@ namespace lockstep {
 // TimeoutError naming the ranks that never attached.
 std::unique_ptr<Backend> make_shm_backend(const GroupConfig& config);
 
+namespace shm {
+// [Enclosing ops] (sync.h) Stamps op, an op of the group that runs some of its stages on
+// host_group (a backend make_shm_backend made), as the one this rank runs now.
+void set_enclosing_op(Backend& host_group, const Op& op);
+}  // namespace shm
+
 }  // namespace lockstep

@@ -21,7 +21,7 @@
 namespace lockstep::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x4c4b53504d485321;  // "!SHMPSKL"
-inline constexpr uint32_t kLayoutVersion = 2;
+inline constexpr uint32_t kLayoutVersion = 3;
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kAbortReasonBytes = 2048;
 
@@ -72,6 +72,9 @@ struct RankControl {
   alignas(kCacheLine) std::atomic<uint32_t> state{0};  // RankState
   std::atomic<int32_t> pid{0};
   Descriptor desc[2];  // by op parity
+  // [Enclosing ops] (sync.h) The op of the enclosing group this rank runs now: 0, or
+  // enclosing_stamp() of it. Written by this rank only.
+  alignas(kCacheLine) std::atomic<uint64_t> enclosing{0};
   alignas(kCacheLine) BufferRefs refs[2];  // by op parity
 };
 

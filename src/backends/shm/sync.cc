@@ -107,6 +107,41 @@ void Sync::wait_word(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& w
   }
 }
 
+namespace {
+
+// [Enclosing ops] bit 63: set; bits 56-62: the kind; bit 55: the _v form; bits 0-54: the seq.
+constexpr uint64_t kStampSet = uint64_t{1} << 63;
+constexpr uint64_t kStampVariable = uint64_t{1} << 55;
+constexpr uint64_t kStampSeqMask = kStampVariable - 1;
+
+uint64_t stamp_of(const Op& op) {
+  return kStampSet | (uint64_t{static_cast<uint8_t>(op.kind)} << 56) |
+         (op.variable ? kStampVariable : 0) | (op.seq & kStampSeqMask);
+}
+
+std::string stamp_name(uint64_t stamp) {
+  std::string n(op_kind_name(static_cast<OpKind>((stamp >> 56) & 0x7f)));
+  if (stamp & kStampVariable) n += "_v";
+  return detail::concat(n, " #", stamp & kStampSeqMask);
+}
+
+}  // namespace
+
+void Sync::set_enclosing(const Op& op) {
+  mine_.enclosing.store(stamp_of(op), std::memory_order_release);
+}
+
+void Sync::check_enclosing(int peer, const Op& op) const {
+  const uint64_t mine = mine_.enclosing.load(std::memory_order_relaxed);
+  if (mine == 0) return;
+  const uint64_t theirs = segment_.control(peer).enclosing.load(std::memory_order_acquire);
+  if (theirs == 0 || theirs == mine || ((theirs ^ mine) & kStampSeqMask) != 0) return;
+  // The root cause only: the enclosing group says which of its stages found it.
+  (void)op;
+  throw MismatchError(
+      order_mismatch_text(peer, stamp_name(theirs), peers_.rank(), stamp_name(mine)));
+}
+
 void Sync::check_abort(const Op& op) const {
   if (segment_.header().aborted.load(std::memory_order_acquire) != 0) throw_abort(&op);
 }
@@ -116,6 +151,7 @@ void Sync::check_health(int peer, const Op& op, WaitFor purpose, Clock::time_poi
   // A peer that advanced the awaited word just before it left or died did its part.
   auto arrived = [&] { return word && reached(word->load(std::memory_order_acquire), target); };
   check_abort(op);
+  check_enclosing(peer, op);
   const int me = peers_.rank();
   // A collective needs every rank, so any dead one breaks it; a message needs only its peer.
   std::optional<int> dead = poll_pids ? peers_.first_dead() : std::nullopt;
@@ -170,8 +206,8 @@ void Sync::throw_abort(const Op* op) const {
   // The aborting rank fills the record between its 1 and 2: wait the few instructions it takes.
   while (h.aborted.load(std::memory_order_acquire) != 2) _mm_pause();
   const std::string op_name = op ? op->name() : std::string("the group");
-  throw_as(peer_class(h.abort_class), detail::concat(peers_.describe(h.abort_rank), " aborted ", op_name, ": ",
-                                         h.abort_reason));
+  throw_as(peer_class(h.abort_class),
+           relayed(h.abort_reason, peers_.describe(h.abort_rank), peers_.rank(), op_name));
 }
 
 }  // namespace lockstep::shm

@@ -12,6 +12,13 @@
 // abort recorded by any rank (rethrown with that rank's cause and error class), a peer process
 // that died (NetworkError naming it), the awaited peer having left the group, and the op's
 // deadline (TimeoutError naming the peer and the last op it entered).
+//
+// [Enclosing ops] A group that runs only some of its ops on an shm group of its ranks (hier: the
+// intra-host stages of all_reduce; everything else on a tcp mesh) stamps each op it starts into
+// this rank's control (set_enclosing). A rank whose shm stage waits for a peer that sits in
+// another op of the enclosing group, with the same sequence number, would wait for nothing: the
+// peer's op never comes here. Every wake of a wait compares the stamps, and a difference is a
+// MismatchError naming both ops at once, as tcp's headers and shm's descriptors do.
 #pragma once
 
 #include <atomic>
@@ -52,6 +59,12 @@ class Sync {
                  int peer, const Op& op, WaitFor purpose) const;
   // Advances a counter that peer(s) wait on, waking them if any sleeps.
   static void advance(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& waiters);
+
+  // [Enclosing ops] Stamps op as this rank's op of the enclosing group.
+  void set_enclosing(const Op& op);
+  // Throws MismatchError when peer's enclosing op has the same sequence number as this rank's
+  // but is another op.
+  void check_enclosing(int peer, const Op& op) const;
 
   // Throws the recorded abort, if any rank has aborted the group.
   void check_abort(const Op& op) const;

@@ -30,9 +30,7 @@ void throw_peer_failure(const PeerFailure& f, const PeerEvent& e) {
     case PeerEvent::reset:
       throw NetworkError(lost_text(f, e));
     case PeerEvent::aborted:
-      throw_as(peer_class(e.error_class),
-               detail::concat(f.peer, " aborted ", f.op_name, ": ",
-                              e.text.empty() ? std::string("(no reason received)") : e.text));
+      throw_as(peer_class(e.error_class), relayed(e.text, f.peer, f.rank, f.op_name));
     case PeerEvent::goodbye:
       throw NetworkError(detail::concat(
           f.peer, " shut down its process group while rank ", f.rank, " waits in ", f.op_name,

@@ -80,5 +80,35 @@ TEST(HierMismatch, OpKindDiffersBetweenHosts) {
   EXPECT_TRUE(named) << "no rank named both calls: " << outcomes[0].what;
 }
 
+// The case: rank 1 calls broadcast then all_reduce, the others the reverse. Rank 1 runs
+// its broadcast on the flat mesh while rank 0 waits for it in the host's shm stage: the ranks of
+// host a must find the mismatch at once, as shm and tcp do, and name both calls.
+TEST(HierMismatch, OrderDiffersWithinAHost) {
+  auto outcomes = run_ranks("a,a,b,b", [](ProcessGroup& pg) {
+    std::vector<float> x(1024, 1.0f);
+    if (pg.rank() == 1) {
+      pg.broadcast(view(x), {.root = 0})->wait();
+      pg.all_reduce(view(x))->wait();
+    } else {
+      pg.all_reduce(view(x))->wait();
+      pg.broadcast(view(x), {.root = 0})->wait();
+    }
+  });
+  expect_all_fail_fast(outcomes);
+  for (size_t r = 0; r < outcomes.size(); ++r) {
+    const Outcome& o = outcomes[r];
+    EXPECT_EQ(o.type, "MismatchError") << "rank " << r << ": " << o.what;
+    EXPECT_TRUE(contains(o.what, "rank 1") && contains(o.what, "broadcast #0") &&
+                contains(o.what, "all_reduce #0"))
+        << "rank " << r << ": " << o.what;
+    // The cause leads, once, with at most one relay ([Relays] in comm/failure.h).
+    EXPECT_TRUE(o.what.starts_with("all_reduce #0 (hierarchical: the reduce within a host): rank 1 "
+                                   "is in broadcast #0 while rank 0 is in all_reduce #0"))
+        << "rank " << r << ": " << o.what;
+    EXPECT_EQ(o.what.find("(relayed by"), o.what.rfind("(relayed by"))
+        << "rank " << r << ": " << o.what;
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::testing

@@ -189,8 +189,9 @@ TEST_F(ShmThreads, LateRankTimesOutItsPeerAndTheAbortReachesEveryone) {
   // Rank 0 would wait 20 s; rank 1's abort stops it with rank 1's cause, and the same error type.
   EXPECT_EQ(out[0].type, "TimeoutError");
   EXPECT_TRUE(contains(out[0].what, "rank 1 (host ")) << out[0].what;
-  EXPECT_TRUE(
-      contains(out[0].what, "aborted all_reduce #0: all_reduce #0: the op's deadline passed"))
+  EXPECT_TRUE(contains(out[0].what, "all_reduce #0: the op's deadline passed") &&
+              contains(out[0].what, "(relayed by rank 1 (host ") &&
+              contains(out[0].what, " to rank 0 in all_reduce #0)"))
       << out[0].what;
   EXPECT_LT(out[0].seconds, 1.0);
   EXPECT_EQ(out[2].type, "TimeoutError") << "rank 2 enters late and finds the group aborted";
