@@ -101,6 +101,13 @@ ElasticRound ElasticSync::host_round(int round) {
             [](const ElasticNode& a, const ElasticNode& b) { return a.id < b.id; });
   decided.members.insert(decided.members.end(), others.begin(), others.end());
   store_->set(elastic_keys::closed(round), round_record(decided));
+  if (last_)  // name the nodes the job goes on without
+    for (size_t r = 1; r < last_->members.size(); ++r)
+      if (std::none_of(decided.members.begin(), decided.members.end(),
+                       [&](const ElasticNode& n) { return n.id == last_->members[r].id; }))
+        say(detail::concat("attempt ", round, " goes on without ",
+                           describe_node(static_cast<int>(r), last_->members[r]), " of attempt ",
+                           last_->round, ": it is gone"));
   return decided;
 }
 
