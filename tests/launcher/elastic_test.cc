@@ -118,7 +118,7 @@ TEST(LauncherElastic, TwoNodesOfOneToThreeStartTogether) {
 
 // Node B of a 1:2 job goes away while the world of 4 runs (its launcher is killed, or told to
 // stop); node A, which hosts the store, re-forms alone and finishes with WORLD_SIZE 2.
-void survivor_finishes_alone(int sig, const std::string& named) {
+void survivor_finishes_alone(int sig, const std::string& named_part) {
   TempDir dir;
   const int port = free_port();
   // World 4: record the pid, then wait to be stopped. World 2: print and succeed.
@@ -134,6 +134,11 @@ void survivor_finishes_alone(int sig, const std::string& named) {
   for (int r = 0; r < 4; ++r) files.push_back(dir.file("pid_" + std::to_string(r)));
   auto pids = wait_for_pid_files(files, seconds(30));
   const pid_t b_pid = b.pid();
+  const std::string named = named_part == "lease"
+                                ? "node 1 (" + net::hostname() + ", launcher pid " +
+                                      std::to_string(b_pid) +
+                                      ") is gone: its launcher has not renewed its lease"
+                                : named_part;
   b.kill(sig);
   ProcessResult rb = b.wait(seconds(20));
   ProcessResult ra = a.wait(seconds(30));
@@ -148,24 +153,29 @@ void survivor_finishes_alone(int sig, const std::string& named) {
     EXPECT_EQ(e.restarts, 1) << "losing a node is a failure: it counts against --max-restarts";
     EXPECT_EQ(e.max_restarts, 1);
   }
-  EXPECT_NE(ra.output.find("node 1 (" + net::hostname() + ", launcher pid " +
-                           std::to_string(b_pid) + ") " + named),
+  const std::string b_name =
+      "node 1 (" + net::hostname() + ", launcher pid " + std::to_string(b_pid) + ")";
+  EXPECT_NE(ra.output.find(named), std::string::npos) << ra.output;
+  EXPECT_NE(ra.output.find("attempt 1 goes on without " + b_name + " of attempt 0: it is gone"),
             std::string::npos)
       << ra.output;
   EXPECT_NE(ra.output.find("attempt 1: world size 2 on 1 node(s)"), std::string::npos)
       << ra.output;
-  if (sig == SIGTERM) EXPECT_EQ(rb.exit_code, 128 + SIGTERM) << rb.output;
+  if (sig == SIGTERM) {
+    EXPECT_EQ(rb.exit_code, 128 + SIGTERM) << rb.output;
+  }
   auto alive = still_alive_after(pids, seconds(5));
   EXPECT_TRUE(alive.empty()) << "every rank of the world of 4 must be gone";
   kill_all(alive);
 }
 
 TEST(LauncherElastic, SurvivorReformsWhenANodesLauncherIsKilled) {
-  survivor_finishes_alone(SIGKILL, "is gone: its launcher has not renewed its lease");
+  survivor_finishes_alone(SIGKILL, "lease");
 }
 
 TEST(LauncherElastic, SurvivorReformsWhenANodeLeaves) {
-  survivor_finishes_alone(SIGTERM, "left the job");
+  survivor_finishes_alone(SIGTERM,
+                          "node 1 failed: left the job: its launcher was interrupted by SIGTERM");
 }
 
 // A 1:2 job runs on node A alone; node B arrives. A's ranks are stopped, and the next attempt

@@ -11,7 +11,7 @@ build=$(cd "$1" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)
 hosts="$root/scripts/netns_hosts.sh"
 "$hosts" check || exit $?
-[ -x "$build/train_fashion_mnist" ] || { echo "skip: $build/train_fashion_mnist is not built"; exit 77; }
+
 fixture="le$$"
 out=$(mktemp -d)
 pids=()
@@ -25,8 +25,10 @@ trap cleanup EXIT
 master=$("$hosts" addr 0)
 port=29650
 failures=0
+train=${ELASTIC_TRAIN:-$build/train_fashion_mnist}  # the training program (override for a prebuilt one)
 epochs=${ELASTIC_EPOCHS:-3}
 subset=${ELASTIC_SUBSET:-6000}
+[ -x "$train" ] || { echo "skip: $train is not built"; exit 77; }
 
 fail() {
   echo "FAIL: $*"
@@ -49,7 +51,7 @@ start() {
     "$build/lockstep" run --nnodes 2:3 --nproc-per-node 1 --master-addr "$master" \
     --master-port "$port" --rdzv-timeout 60 --rdzv-last-call 2 --rdzv-keep-alive 3 \
     --max-restarts 2 --term-timeout 3 -- \
-    "$build/train_fashion_mnist" --epochs "$epochs" --subset "$subset" --batch-size 32 \
+    "$train" --epochs "$epochs" --subset "$subset" --batch-size 32 \
     --resume --checkpoint-dir "$out/ckpt" >"$out/node.$i" 2>&1 &
   pids+=($!)
 }
