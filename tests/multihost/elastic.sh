@@ -12,7 +12,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 hosts="$root/scripts/netns_hosts.sh"
 "$hosts" check || exit $?
 
-fixture="le$$"
+fixture="ls$$"  # netns_hosts.sh names fixtures ls<pid> (their owner)
 out=$(mktemp -d)
 pids=()
 cleanup() {
