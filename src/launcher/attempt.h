@@ -55,6 +55,9 @@ struct RemoteFailure {
   // False when the job must end rather than restart (that node's launcher was interrupted, or
   // node 0's store is gone).
   bool restartable = true;
+  // Elastic jobs: the attempt ended because nodes are waiting to join, not for a failure; the
+  // restart that follows does not count against --max-restarts.
+  bool membership_change = false;
 };
 
 enum class AttemptEnd {
@@ -73,6 +76,9 @@ struct AttemptResult {
   std::optional<RemoteFailure> remote;
   int signal = 0;
   std::string host;  // this node's hostname
+  // Elastic jobs: the world this attempt ran, e.g. "world size 4 on 2 nodes (node rank 1)"; shown
+  // in the summary's attempt lines. Empty otherwise.
+  std::string membership;
 };
 
 }  // namespace lockstep::launcher

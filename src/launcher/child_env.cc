@@ -46,6 +46,7 @@ std::vector<std::string> child_environment(const RankPlacement& placement,
       {"LOCKSTEP_RESTART_COUNT", restarts},
       {"LOCKSTEP_MAX_RESTARTS", max_restarts},
       {"LOCKSTEP_RUN_ID", job.run_id},
+      {"LOCKSTEP_ATTEMPT", std::to_string(job.attempt)},
   };
   if (!placement.error_file.empty())
     ours.emplace_back("TORCHELASTIC_ERROR_FILE", placement.error_file);

@@ -1,11 +1,11 @@
 #include "launcher/node_sync.h"
 
 #include <algorithm>
-#include <fstream>
 #include <random>
 #include <sstream>
 #include <thread>
 
+#include "launcher/free_port.h"
 #include "launcher/rank_output.h"
 #include "launcher/signals.h"
 #include "lockstep/store/tcp_store.h"
@@ -41,41 +41,6 @@ std::string join_ints(const std::vector<int>& values) {
 
 bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1";
-}
-
-// The kernel's ephemeral range starts here: ports bound to 0 and outgoing connections get ports
-// from [this, its end).
-int ephemeral_low() {
-  int low = 32768;
-  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
-  range >> low;
-  return low;
-}
-
-// A port that is free on this host now, for the script's own store (torch binds every
-// interface, so the check does too). Rank 0 binds it only seconds later, once the interpreter and
-// torch are loaded, so it is taken from below the ephemeral range: no socket bound to port 0 (a
-// lockstep store or listener of another job) and no outgoing connection can take it meanwhile.
-// A program that binds that very port explicitly still can, as under torchrun; rank 0 then fails
-// with "address already in use" and the attempt can restart.
-int pick_free_port() {
-  constexpr int kLowest = 10000;
-  int low = ephemeral_low();
-  if (low > kLowest + 100) {
-    std::mt19937 generator{std::random_device{}()};
-    std::uniform_int_distribution<int> pick(kLowest, low - 1);
-    for (int tries = 0; tries < 64; ++tries) {
-      int port = pick(generator);
-      try {
-        net::Fd probe = net::listen_tcp("0.0.0.0", static_cast<uint16_t>(port), 1);
-        return port;
-      } catch (const NetworkError&) {
-        // In use: try another.
-      }
-    }
-  }
-  net::Fd probe = net::listen_tcp("0.0.0.0", 0, 1);
-  return net::local_port(probe.get());
 }
 
 }  // namespace
@@ -168,13 +133,21 @@ bool NodeSync::wait_keys(const std::vector<std::string>& keys, Deadline deadline
   }
 }
 
-WorldLayout NodeSync::join(int attempt) {
+WorldLayout NodeSync::join(int previous) {
+  const int attempt = previous + 1;
   joined_ = false;
   int master_port = options_.node_rank == 0 ? pick_free_port() : 0;
   if (options_.nnodes == 1) {
     joined_ = true;
     NodeInfo self{host_, options_.nproc_per_node, options_.max_restarts};
-    return WorldLayout{0, options_.nproc_per_node, run_id_, master_port, {self}};
+    return WorldLayout{.rank_offset = 0,
+                       .world_size = options_.nproc_per_node,
+                       .run_id = run_id_,
+                       .master_port = master_port,
+                       .nodes = {self},
+                       .attempt = attempt,
+                       .node_rank = 0,
+                       .restart_count = attempt};
   }
   const std::string entry =
       node_entry({host_, options_.nproc_per_node, options_.max_restarts}, run_id_,
@@ -197,6 +170,9 @@ WorldLayout NodeSync::join(int attempt) {
   }
   WorldLayout layout = parse_world_layout(store_->multi_get(keys, kSlice * 4),
                                           options_.node_rank, options_.max_restarts);
+  layout.attempt = attempt;
+  layout.node_rank = options_.node_rank;
+  layout.restart_count = attempt;
   joined_ = true;
   return layout;
 }

@@ -24,55 +24,44 @@
 #include <string>
 #include <vector>
 
-#include "launcher/attempt.h"
-#include "launcher/node_sync_records.h"
-#include "launcher/options.h"
+#include "launcher/rendezvous.h"
 #include "lockstep/core/deadline.h"
-#include "lockstep/core/error.h"
 
 namespace lockstep {
-class TcpStore;
 class TcpStoreServer;
 }  // namespace lockstep
 
 namespace lockstep::launcher {
 
-class SignalCatcher;
-
-// A termination signal arrived while the launcher was waiting for other nodes.
-class Interrupted : public Error {
- public:
-  explicit Interrupted(int sig) : Error("interrupted by a signal"), signal(sig) {}
-  int signal;
-};
-
-class NodeSync {
+class NodeSync : public Rendezvous {
  public:
   // Node 0 starts the store server (NetworkError naming the port when it is taken); every node
   // of a multi-node job then connects to it, retrying until --rdzv-timeout (TimeoutError naming
   // the address and the last error).
   NodeSync(const LaunchOptions& options, SignalCatcher& signals);
-  ~NodeSync();
+  ~NodeSync() override;
 
   // The port of the launcher's store (LOCKSTEP_STORE_PORT); the chosen one when --master-port
   // is 0.
-  int store_port() const;
+  int store_port() const override;
   // A client of the launcher's store (node 0 connects to itself). For reading what the ranks
   // wrote there; throws what TcpStore throws.
-  TcpStore& store();
-  // Registers this node for the attempt and waits for every node. At --rdzv-timeout throws
-  // TimeoutError naming the node ranks that never arrived. ConfigError when the nodes disagree
-  // about --max-restarts.
-  WorldLayout join(int attempt);
+  TcpStore& store() override;
+  bool hosts_store() const override { return server_ != nullptr; }
+  bool multi_node() const override { return options_.nnodes > 1; }
+  // Registers this node for attempt previous + 1 and waits for every node. At --rdzv-timeout
+  // throws TimeoutError naming the node ranks that never arrived. ConfigError when the nodes
+  // disagree about --max-restarts.
+  WorldLayout join(int previous) override;
   // The failure another node reported for this attempt, if any. Never waits.
-  std::optional<RemoteFailure> check_failure(int attempt);
+  std::optional<RemoteFailure> check_failure(int attempt) override;
   // Reports this node's failure; the first report of an attempt wins.
-  void report_failure(int attempt, const RemoteFailure& failure);
+  void report_failure(int attempt, const RemoteFailure& failure) override;
   // After this node's ranks all succeeded: waits until every node succeeded (nullopt) or one
   // failed (its report).
-  std::optional<RemoteFailure> wait_outcome(int attempt);
+  std::optional<RemoteFailure> wait_outcome(int attempt) override;
   // Before exiting. Node 0 waits (bounded) for the other nodes to read the outcome.
-  void leave();
+  void leave() override;
 
  private:
   void connect();

@@ -84,7 +84,8 @@ std::string failure_report(const RemoteFailure& failure) {
   std::replace_if(
       what.begin(), what.end(), [](char c) { return c == '\t' || c == '\n'; }, ' ');
   return detail::concat(failure.node_rank, '\t', failure.exit_code, '\t', what, '\t',
-                        failure.restartable ? 1 : 0);
+                        failure.restartable ? 1 : 0,
+                        failure.membership_change ? "\tmembership" : "");
 }
 
 RemoteFailure parse_failure_report(const std::string& text) {
@@ -101,8 +102,11 @@ RemoteFailure parse_failure_report(const std::string& text) {
         .node_rank = 0,
         .exit_code = 1,
         .what = detail::concat("malformed failure report '", text.substr(0, kShown), "'")};
-  return RemoteFailure{
-      .node_rank = *node, .exit_code = *code, .what = fields[2], .restartable = fields[3] == "1"};
+  return RemoteFailure{.node_rank = *node,
+                       .exit_code = *code,
+                       .what = fields[2],
+                       .restartable = fields[3] == "1",
+                       .membership_change = fields.size() >= 5 && fields[4] == "membership"};
 }
 
 }  // namespace lockstep::launcher

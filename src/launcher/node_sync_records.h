@@ -25,6 +25,13 @@ struct WorldLayout {
   std::string run_id;   // node 0's
   int master_port = 0;  // MASTER_PORT for this attempt: free on node 0 when it was picked
   std::vector<NodeInfo> nodes;
+  // The attempt's number, this node's rank among the nodes (GROUP_RANK), and the restarts after
+  // failures before it (TORCHELASTIC_RESTART_COUNT). A fixed --nnodes N job: the attempt asked
+  // for, --node-rank, and the attempt number. An elastic job: what its rendezvous decided (its
+  // restarts for membership changes do not count).
+  int attempt = 0;
+  int node_rank = 0;
+  int restart_count = 0;
 };
 
 // Node r's registration for an attempt: "host \t nproc \t max_restarts \t run_id", and node 0
@@ -40,7 +47,8 @@ WorldLayout parse_world_layout(const std::vector<std::string>& entries, int node
                                int max_restarts);
 
 // The first failure of an attempt: "node \t exit code \t what \t restartable (1 or 0)", with the
-// tabs and line breaks of `what` made spaces (it is one field).
+// tabs and line breaks of `what` made spaces (it is one field); a membership change (elastic
+// jobs) adds "\t membership".
 std::string failure_report(const RemoteFailure& failure);
 
 // Reads a failure report back. A malformed one (too few fields, a node or exit code that is not a

@@ -73,6 +73,39 @@ std::set<int> parse_rank_list(std::string_view option, std::string_view text) {
   return ranks;
 }
 
+// --nnodes N, or MIN:MAX (elastic).
+void parse_nnodes(LaunchOptions& o, std::string_view v) {
+  constexpr int kMaxNodes = 1 << 16;
+  auto colon = v.find(':');
+  if (colon == std::string_view::npos) {
+    o.nnodes = o.nnodes_min = o.nnodes_max = parse_int("nnodes", v, 1, kMaxNodes);
+    o.elastic = false;
+    return;
+  }
+  std::string_view min = v.substr(0, colon), max = v.substr(colon + 1);
+  if (min.empty() || max.empty())
+    throw UsageError(detail::concat("--nnodes: '", v, "' lacks ", min.empty() ? "MIN" : "MAX",
+                                    "; give N or MIN:MAX (e.g. 2:4)"));
+  auto bound = [&](std::string_view which, std::string_view text) {
+    int value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size())
+      throw UsageError(detail::concat("--nnodes ", v, ": ", which, " '", text,
+                                      "' is not a whole number; give N or MIN:MAX (e.g. 2:4)"));
+    if (value < 1 || value > kMaxNodes)
+      throw UsageError(detail::concat("--nnodes ", v, ": ", which, " ", value,
+                                      " is out of range: give a number in [1, ", kMaxNodes, "]"));
+    return value;
+  };
+  o.nnodes_min = bound("MIN", min);
+  o.nnodes_max = bound("MAX", max);
+  if (o.nnodes_min > o.nnodes_max)
+    throw UsageError(detail::concat("--nnodes ", v, ": MIN ", o.nnodes_min, " is larger than MAX ",
+                                    o.nnodes_max, " (give MIN:MAX with MIN <= MAX)"));
+  o.nnodes = o.nnodes_max;
+  o.elastic = true;
+}
+
 struct OptionSpec {
   const char* name;
   const char* value_name;  // nullptr: a flag without a value
@@ -86,12 +119,11 @@ constexpr OptionSpec kOptions[] = {
      [](LaunchOptions& o, std::string_view v) {
        o.nproc_per_node = v == "auto" ? usable_cores() : parse_int("nproc-per-node", v, 1, 1 << 16);
      }},
-    {"nnodes", "N", "number of nodes in the job, each running this same command (default 1)",
-     [](LaunchOptions& o, std::string_view v) {
-       if (v.find(':') != std::string_view::npos)
-         throw UsageError("--nnodes: elastic ranges (MIN:MAX) are not supported; give one number");
-       o.nnodes = parse_int("nnodes", v, 1, 1 << 16);
-     }},
+    {"nnodes", "N|MIN:MAX",
+     "number of nodes in the job, each running this same command (default 1); MIN:MAX is an "
+     "elastic job: it starts once MIN nodes are there, takes up to MAX, and re-forms when nodes "
+     "leave or arrive (node ranks are then assigned, --node-rank is ignored)",
+     [](LaunchOptions& o, std::string_view v) { parse_nnodes(o, v); }},
     {"node-rank", "R", "this node's rank in [0, nnodes) (default 0)",
      [](LaunchOptions& o, std::string_view v) {
        o.node_rank = parse_int("node-rank", v, 0, 1 << 16);
@@ -119,6 +151,18 @@ constexpr OptionSpec kOptions[] = {
     {"rdzv-timeout", "SECONDS", "how long nodes wait for each other at each attempt (default 300)",
      [](LaunchOptions& o, std::string_view v) {
        o.rdzv_timeout = parse_seconds("rdzv-timeout", v);
+     }},
+    {"rdzv-last-call", "SECONDS",
+     "elastic jobs: once MIN nodes are there, wait this long for more before starting (each "
+     "arrival restarts the wait; default 1)",
+     [](LaunchOptions& o, std::string_view v) {
+       o.rdzv_last_call = parse_seconds("rdzv-last-call", v);
+     }},
+    {"rdzv-keep-alive", "SECONDS",
+     "elastic jobs: a node whose launcher has not renewed its lease in the store for this long is "
+     "gone, and the others re-form without it (default 15)",
+     [](LaunchOptions& o, std::string_view v) {
+       o.rdzv_keep_alive = std::max(milliseconds(100), parse_seconds("rdzv-keep-alive", v));
      }},
     {"term-timeout", "SECONDS",
      "grace period between SIGTERM and SIGKILL when stopping ranks (default 10)",

@@ -52,8 +52,15 @@ struct StreamSelection {
 
 struct LaunchOptions {
   int nproc_per_node = 1;                 // processes on this node
-  int nnodes = 1;                         // nodes in the job
-  int node_rank = 0;                      // this node, in [0, nnodes)
+  int nnodes = 1;                         // nodes in the job (elastic: at most, = nnodes_max)
+  int node_rank = 0;                      // this node, in [0, nnodes); ignored when elastic
+  // --nnodes MIN:MAX (docs/launcher.md, [Elastic]): the rendezvous admits MIN..MAX nodes per
+  // attempt and assigns their node ranks. --nnodes N is not elastic (nnodes_min = nnodes_max = N).
+  bool elastic = false;
+  int nnodes_min = 1;
+  int nnodes_max = 1;
+  std::chrono::milliseconds rdzv_last_call{1000};   // elastic: wait for more nodes after MIN
+  std::chrono::milliseconds rdzv_keep_alive{15'000};  // elastic: a silent node is gone after this
   std::string master_addr = "127.0.0.1";  // node 0's address (its launcher hosts the store)
   int master_port = 29500;                // the store's port; 0 picks a free one (one node only)
   bool standalone = false;                // one node, 127.0.0.1 and a free port

@@ -135,6 +135,19 @@ void check_local_rank(const char* option, int local_rank, int nproc) {
 }
 
 void check_topology(LaunchOptions& o) {
+  if (o.elastic) {
+    // Node ranks come from the rendezvous (as under torchrun); --node-rank is accepted, unused.
+    if (o.standalone)
+      throw UsageError(detail::concat("--standalone runs one node, but --nnodes is the elastic "
+                                      "range ", o.nnodes_min, ":", o.nnodes_max));
+    if (o.master_port == 0)
+      throw UsageError("--master-port 0 picks a port that the other nodes of an elastic job "
+                       "cannot know; give every node the same fixed --master-port");
+    if (o.master_addr.empty())
+      throw UsageError("--master-addr is empty; give the address of the host whose launcher "
+                       "hosts the store");
+    return;
+  }
   if (o.node_rank >= o.nnodes)
     throw UsageError(detail::concat("--node-rank ", o.node_rank, " is out of range for --nnodes ",
                                     o.nnodes, ": node ranks are 0..", o.nnodes - 1));
@@ -159,7 +172,7 @@ std::string job_secret(const LaunchOptions& o) {
   } catch (const ConfigError& e) {
     throw UsageError(e.what());
   }
-  return o.nnodes == 1 ? auth::make_secret() : "";
+  return o.nnodes == 1 && !o.elastic ? auth::make_secret() : "";
 }
 
 }  // namespace

@@ -125,7 +125,8 @@ void append_attempts(std::string& out, const std::vector<AttemptResult>& attempt
   out += detail::concat("attempts (run id ", context.run_id, ", --max-restarts ",
                         context.max_restarts, "):\n");
   for (const auto& a : attempts)
-    out += detail::concat("  attempt ", a.attempt, ": ", describe_attempt(a), "\n");
+    out += detail::concat("  attempt ", a.attempt, ": ", describe_attempt(a),
+                          a.membership.empty() ? "" : " (" + a.membership + ")", "\n");
 }
 
 }  // namespace
