@@ -9,6 +9,9 @@
 #   scripts/netns_hosts.sh addr I                host I's address (10.231.0.<I+1>)
 #   scripts/netns_hosts.sh run NAME I CMD...     run CMD on host I: in its network namespace,
 #                                                with host name NAME-host<I>
+#   scripts/netns_hosts.sh cut NAME I            take host I's link down silently (no RST, no
+#                                                FIN: its packets vanish), a network partition
+#   scripts/netns_hosts.sh heal NAME I           bring host I's link back up
 #   scripts/netns_hosts.sh down NAME             remove everything fixture NAME made
 #   scripts/netns_hosts.sh reap                  remove fixtures whose creator is dead
 #
@@ -120,12 +123,23 @@ cmd_run() {
     'hostname "$0" && exec "$@"' "${name}-host$i" "$@"
 }
 
+# The host side of host I's veth pair, down or up: while it is down, nothing host I sends reaches
+# the bridge and nothing reaches host I, and neither side is told.
+cmd_link() {
+  local name=$1 i=$2 state=$3
+  check_name "$name"
+  ip link show "${name}v$i" >/dev/null 2>&1 || die "no host $i in fixture $name"
+  ip link set "${name}v$i" "$state"
+}
+
 case "${1:-}" in
   check) cmd_check ;;
   up) [ $# = 3 ] || die "usage: up NAME N"; cmd_up "$2" "$3" ;;
   addr) [ $# = 2 ] || die "usage: addr I"; echo "$SUBNET.$(($2 + 1))" ;;
   run) [ $# -ge 4 ] || die "usage: run NAME I CMD..."; shift; cmd_run "$@" ;;
+  cut) [ $# = 3 ] || die "usage: cut NAME I"; cmd_link "$2" "$3" down ;;
+  heal) [ $# = 3 ] || die "usage: heal NAME I"; cmd_link "$2" "$3" up ;;
   down) [ $# = 2 ] || die "usage: down NAME"; cmd_down "$2" ;;
   reap) cmd_reap ;;
-  *) die "usage: check | up NAME N | addr I | run NAME I CMD... | down NAME | reap (see the top of this file)" ;;
+  *) die "usage: check | up NAME N | addr I | run NAME I CMD... | cut NAME I | heal NAME I | down NAME | reap (see the top of this file)" ;;
 esac

@@ -59,6 +59,9 @@ Settings parse_settings(const char* (*getenv_fn)(const char*)) {
         std::string_view(v) == "0" ? 0 : parse_positive("LOCKSTEP_FLIGHT_RECORDER_SIZE", v);
   if (const char* v = getenv_fn("LOCKSTEP_STALL_WARNING_S"))
     s.stall_warning = parse_seconds("LOCKSTEP_STALL_WARNING_S", v);
+  if (const char* v = getenv_fn("LOCKSTEP_LINK_TIMEOUT"))
+    s.link_timeout = std::string_view(v) == "0" ? std::chrono::milliseconds(0)
+                                                 : parse_seconds("LOCKSTEP_LINK_TIMEOUT", v);
   if (const char* v = getenv_fn("LOCKSTEP_NCCL_NONBLOCKING")) {
     std::string_view t(v);
     if (t != "0" && t != "1")

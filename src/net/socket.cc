@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -16,6 +17,7 @@
 
 #include "core/log.h"
 #include "lockstep/core/error.h"
+#include "lockstep/core/settings.h"
 
 namespace lockstep::net {
 
@@ -239,6 +241,35 @@ void tune_tcp(int fd, int buffer_bytes) {
     ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof(buffer_bytes));
     ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof(buffer_bytes));
   }
+  keep_link_alive(fd, settings().link_timeout);
+}
+
+void keep_link_alive(int fd, std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) return;
+  const long long ms = timeout.count();
+  int on = 1;
+  int idle = static_cast<int>(std::max<long long>(1, ms / 3000));
+  int interval = static_cast<int>(std::max<long long>(1, ms / 10000));
+  int count = static_cast<int>(std::max<long long>(1, (ms / 1000) / interval));
+  unsigned user_timeout = static_cast<unsigned>(std::min<long long>(ms, 0x7fffffff));
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
+}
+
+bool is_unreachable(int err) {
+  return err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH;
+}
+
+std::string unreachable_text(int err) {
+  if (err != ETIMEDOUT)
+    return errno_text(err) + ": its host cannot be reached (a network partition, or a dead host)";
+  const double s = static_cast<double>(settings().link_timeout.count()) / 1000.0;
+  return detail::concat("nothing sent to it was acknowledged for ", s,
+                        " s (LOCKSTEP_LINK_TIMEOUT): the network between the two hosts went "
+                        "down, or its host did (a network partition, or a dead host)");
 }
 
 void set_nonblocking(int fd, bool on) {

@@ -2,6 +2,7 @@
 // Every blocking helper takes a Deadline; errors name the address and the errno text.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -61,6 +62,17 @@ Fd accept_tcp(int listen_fd, Deadline deadline);
 
 // Sets TCP_NODELAY, and the send/receive buffer sizes when > 0.
 void tune_tcp(int fd, int buffer_bytes);
+// [Link liveness] Part of tune_tcp: with LOCKSTEP_LINK_TIMEOUT = T > 0, keepalive probes after
+// T/3 idle, every T/10 (at least 1 s each), and TCP_USER_TIMEOUT T: a connection whose peer host
+// acknowledged nothing for about T fails with ETIMEDOUT, whether it was sending or idle. A peer
+// process that is slow or stopped is not affected: its kernel acknowledges.
+void keep_link_alive(int fd, std::chrono::milliseconds timeout);
+// Whether err is how a connection reports a peer host that stopped answering (ETIMEDOUT after
+// [Link liveness], EHOSTUNREACH, ENETUNREACH).
+bool is_unreachable(int err);
+// "nothing sent to it was acknowledged for 10 s (LOCKSTEP_LINK_TIMEOUT): the network between the
+// two hosts went down, or its host did (a network partition, a dead host)".
+std::string unreachable_text(int err);
 void set_nonblocking(int fd, bool on);
 
 // Writes/reads exactly n bytes of a blocking or non-blocking socket, waiting with poll(2) up to the

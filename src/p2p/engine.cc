@@ -153,8 +153,12 @@ void Engine::close(const std::string& why_here, const std::string& why_for_peers
     s.batches.clear();
     s.posted_recvs.clear();
     for (int p = 0; p < s.size; ++p)
-      if (p != s.rank && s.peers[p].gone.empty() && !s.peers[p].poisoned)
+      if (p != s.rank && s.peers[p].gone.empty() && !s.peers[p].poisoned) {
         s.queue_text(p, FrameKind::bye, 0, why_for_peers);
+        // A bye that must first connect (to a peer never written to) connects within the linger
+        // too: a peer whose host is unreachable must not hold the close for the connect timeout.
+        s.peers[p].out.back().connect_by = std::min(s.peers[p].out.back().connect_by, linger.at());
+      }
     s.complete_finished(lock);
     // Flush what is queued (the byes, and frames of sends already completed) while peers read.
     while (!linger.expired() && !s.peers_with_output().empty()) {

@@ -230,6 +230,9 @@ size_t SocketChannel::write(int peer, const std::byte* data, size_t bytes, Deadl
     p.out_error = (e == EPIPE || e == ECONNRESET)
                       ? detail::concat("the connection to ", describe(peer),
                                        " was reset (its process died?)")
+                  : net::is_unreachable(e)
+                      ? detail::concat("sending to ", describe(peer),
+                                       " failed: ", net::unreachable_text(e))
                       : detail::concat("sending to ", describe(peer),
                                        " failed: ", net::errno_text(e));
     {
@@ -286,7 +289,10 @@ std::string SocketChannel::broken(int peer) {
   if (!p.why.empty()) return p.why;
   check_verdict(p, peer);
   if (p.out_auth_failed) return p.why = p.out_error;
-  if (p.in_state == Inbound::reset) {
+  if (p.in_state == Inbound::reset && net::is_unreachable(p.in_errno)) {
+    p.why = detail::concat("the connection from ", describe(peer),
+                           " failed: ", net::unreachable_text(p.in_errno));
+  } else if (p.in_state == Inbound::reset) {
     p.why = detail::concat("the connection from ", describe(peer), " was reset (",
                            net::errno_text(p.in_errno), "; its process died?)");
   } else if (p.in_state == Inbound::eof) {

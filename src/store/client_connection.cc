@@ -106,7 +106,8 @@ void ClientConnection::send_all(const char* op, const char* data, size_t n, Dead
     } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       if (!wait_for(fd_.get(), POLLOUT, deadline)) fail_timeout(op, "sending the request");
     } else {
-      fail_network(op, "send failed: " + net::errno_text(errno));
+      const int e = errno;
+      fail_network(op, "send failed: " + net::errno_text(e), e);
     }
   }
 }
@@ -117,8 +118,10 @@ size_t ClientConnection::receive_some(const char* op, Deadline deadline) {
     if (r > 0) return static_cast<size_t>(r);
     if (r == 0) fail_network(op, "the server closed the connection");
     if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK)
-      fail_network(op, "receive failed: " + net::errno_text(errno));
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      const int e = errno;
+      fail_network(op, "receive failed: " + net::errno_text(e), e);
+    }
     if (!wait_for(fd_.get(), POLLIN, deadline)) fail_timeout(op, "waiting for the reply");
   }
 }
@@ -132,9 +135,13 @@ void ClientConnection::fail_timeout(const char* op, const std::string& what) {
       "The connection is closed; create a new store client to retry."));
 }
 
-void ClientConnection::fail_network(const char* op, const std::string& what) {
+void ClientConnection::fail_network(const char* op, const std::string& what, int err) {
   broken_ = what;
   fd_.reset();
+  if (net::is_unreachable(err))
+    throw NetworkError(detail::concat("store ", op, " failed: the store's host ", where_,
+                                      " is unreachable: ", net::unreachable_text(err),
+                                      ". Fix: check that host and the network toward it"));
   throw NetworkError(detail::concat(
       "store ", op, " failed: lost the connection to ", where_, " (", what,
       "). The process hosting the store (usually rank 0 or the launcher) has probably exited or "

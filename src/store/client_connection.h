@@ -44,7 +44,8 @@ class ClientConnection {
   // Feeds [*p, end) to the parser; true when a reply is complete.
   bool parse(const char* op, const char** p, const char* end);
   [[noreturn]] void fail_timeout(const char* op, const std::string& what);
-  [[noreturn]] void fail_network(const char* op, const std::string& what);
+  // err: the errno behind it, if any (an unreachable host is worded as such).
+  [[noreturn]] void fail_network(const char* op, const std::string& what, int err = 0);
 
   std::string where_;
   std::string local_address_;

@@ -2,7 +2,10 @@
 # Multi-host jobs on real network-namespace hosts (scripts/netns_hosts.sh): 3 hosts, each with its
 # own host name and address, `lockstep run --nnodes 3` on each, 2 ranks per host.
 #   1. the all_reduce example on `auto`: it picks hier from the hosts' real names, closed forms hold;
-#   2. `lockstep bench` across the hosts on tcp and auto (hier), with its closed-form checks;
+#   2. `lockstep bench` across the hosts on tcp and auto (hier), every collective (the matrix), with
+#      its closed-form checks;
+#   2b. order and size mismatches on hier, within a host and across hosts: a MismatchError on every
+#      rank at once (tests/multihost/multihost_job.cc);
 #   3. srun's variables set by hand, no launcher: the store's address and port from Slurm's;
 #   4. an unmodified PyTorch gloo script (Debian's python3-torch), when torch is installed.
 # Skips (exit 77) where namespaces cannot be made. Removes every namespace it made on exit.
@@ -57,7 +60,7 @@ expect() {  # expect LABEL TEXT: node 0's output contains TEXT
 job all_reduce "$build/examples/all_reduce" || failures=$((failures + 1))
 expect all_reduce "all_reduce: ok on 6 ranks (backend hier)"
 
-job bench "$build/lockstep" bench --backend tcp,auto --op all_reduce,all_gather,broadcast \
+job bench "$build/lockstep" bench --backend tcp,auto --op all \
   --min-bytes 4 --max-bytes 1M --step-factor 256 --iters 3 || failures=$((failures + 1))
 expect bench "tcp us    tcp GB/s     hier us   hier GB/s  check"
 # Every size's row ends with the closed-form check's "ok".
@@ -69,6 +72,28 @@ else
   echo "FAIL: bench: $good of $rows sizes passed their check"
   failures=$((failures + 1))
 fi
+
+# Mismatches on hier: every rank must raise a MismatchError at once (LOCKSTEP_TIMEOUT is 60 s).
+mismatch_job() {  # mismatch_job LABEL ARGS...: multihost_job ARGS on every host
+  local label=$1
+  shift
+  job "$label" "$build/tests/multihost_job" "$@"
+  local lines fast
+  lines=$(cat "$out/$label".* | grep -c "mismatch: MismatchError after ")
+  fast=$(cat "$out/$label".* | grep -cE "mismatch: MismatchError after [0-4]\.[0-9]+ s on hier")
+  if [ "$lines" = 6 ] && [ "$fast" = 6 ]; then
+    echo "ok: $label: a MismatchError on all 6 ranks within 5 s"
+    grep -h "mismatch: " "$out/$label".* | head -n 2 | cut -c1-300 | sed 's/^/    /'
+  else
+    echo "FAIL: $label: $lines of 6 ranks raised a MismatchError, $fast of them on hier within 5 s:"
+    cat "$out/$label".* | sed 's/^/    /'
+    failures=$((failures + 1))
+  fi
+}
+mismatch_job order_within_host order-mismatch 1
+mismatch_job order_across_hosts order-mismatch 4,5
+mismatch_job size_within_host size-mismatch 3
+mismatch_job size_across_hosts size-mismatch 4,5
 
 # "Under Slurm" without a launcher or MASTER_* variables: srun's variables set by hand, 2 tasks per
 # host; the store's address comes from the node list's first host, its port from the job id.

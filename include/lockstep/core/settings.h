@@ -37,6 +37,12 @@ struct Settings {
   // Default 0 (blocking, as PyTorch): NCCL 2.28 runs every call of a non-blocking communicator
   // through a group thread, which may add latency per op (docs/nccl.md).
   bool nccl_nonblocking = false;
+  // LOCKSTEP_LINK_TIMEOUT (seconds, may be fractional; 0: off): how long a TCP connection of this
+  // process (data plane, store, launcher) may go without the peer's host acknowledging anything
+  // before it fails as unreachable: a link that went down silently, a host that vanished, a
+  // partition. Kernel keepalive probes and TCP_USER_TIMEOUT do it, so a peer process that is only
+  // slow or stopped (its kernel still answers) is never taken for dead. Default 10.
+  std::chrono::milliseconds link_timeout{10'000};
 };
 
 // The settings of this process, read from the environment on first use. A malformed value throws

@@ -7,7 +7,18 @@ namespace lockstep::tcp {
 
 namespace {
 
+// A peer host that stopped answering (net.h: [Link liveness]): a partition, not a crash.
+std::string unreachable_text(const PeerFailure& f, const PeerEvent& e) {
+  std::string ranks;
+  for (int r : f.peer_host_ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  return detail::concat(f.op_name, ": host ", f.peer_host, " is unreachable from rank ", f.rank,
+                        ": the connection to ", f.peer, " failed: ",
+                        net::unreachable_text(e.error), ". Ranks on host ", f.peer_host, ": [",
+                        ranks, "]. Fix: check that host and the network toward it");
+}
+
 std::string lost_text(const PeerFailure& f, const PeerEvent& e) {
+  if (e.kind == PeerEvent::reset && net::is_unreachable(e.error)) return unreachable_text(f, e);
   std::string how = e.kind == PeerEvent::reset
                         ? "the connection was reset (" + net::errno_text(e.error) + ")"
                         : "the connection closed without a goodbye";

@@ -192,7 +192,10 @@ void TcpTransport::throw_failure(const Connection& c, const PeerEvent& e) const 
   PeerFailure f{.op_name = op_name(),
                 .rank = id_.rank,
                 .peer = peer_text(c.peer()),
-                .peer_rank = c.peer().rank};
+                .peer_rank = c.peer().rank,
+                .peer_host = c.peer().host};
+  for (const auto& other : conns_)
+    if (other && other->peer().host == f.peer_host) f.peer_host_ranks.push_back(other->peer().rank);
   if ((e.kind == PeerEvent::closed || e.kind == PeerEvent::reset) && id_.store)
     f.abort_note = read_abort_note(*id_.store, id_.group, kAbortNoteWait);
   throw_peer_failure(f, e);
