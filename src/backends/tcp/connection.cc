@@ -171,6 +171,17 @@ bool Connection::read_payload(RecvItem& item) {
   return true;
 }
 
+std::optional<MessageHeader> Connection::peek_header() {
+  if (in_payload_ || !recvs_.empty()) return std::nullopt;
+  if (inbox_size() < kHeaderBytes && fill_inbox(kHeaderBytes - inbox_size()) <= 0)
+    return std::nullopt;
+  if (inbox_size() < kHeaderBytes) return std::nullopt;
+  MessageHeader h;
+  std::memcpy(&h, inbox_.data() + inbox_begin_, kHeaderBytes);
+  if (!header_is_valid(h) || h.frame != FrameType::data) return std::nullopt;
+  return h;
+}
+
 void Connection::pump_recv(std::vector<Request>& done, const HeaderChecker& check) {
   while (!recvs_.empty()) {
     RecvItem& item = recvs_.front();

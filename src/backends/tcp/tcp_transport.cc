@@ -137,7 +137,8 @@ void TcpTransport::progress() {
   for (auto& c : conns_) {
     if (!c || !c->open()) continue;
     short events = POLLRDHUP;
-    if (c->has_recvs()) events |= POLLIN;
+    // A peer this rank does not read from now: its next header is peeked ([Early frames]).
+    if (c->has_recvs() || (op_ && !c->header_buffered())) events |= POLLIN;
     if (c->has_sends()) events |= POLLOUT;
     pollfds_.push_back({c->fd(), events, 0});
     polled_.push_back(c.get());
@@ -161,6 +162,7 @@ void TcpTransport::service(Connection& c, short revents) {
   try {
     if ((revents & (POLLIN | kCloseEvents)) && c.has_recvs())
       c.pump_recv(done_, [&](const MessageHeader& h, uint64_t n) { check_header(c, h, n); });
+    if ((revents & POLLIN) && !c.has_recvs()) check_early_frame(c);
     if ((revents & (POLLOUT | kCloseEvents)) && c.has_sends()) c.pump_send(done_);
     if ((revents & kCloseEvents) && !c.has_recvs() && c.open()) {
       if (auto e = c.inspect_close()) on_close_event(c, *e);
@@ -169,6 +171,17 @@ void TcpTransport::service(Connection& c, short revents) {
     fail(c, e);
   }
   complete(done_);
+}
+
+void TcpTransport::check_early_frame(Connection& c) const {
+  auto h = c.peek_header();
+  const auto p2p = [](OpKind k) { return k == OpKind::send || k == OpKind::recv; };
+  if (!h || !op_ || p2p(op_->kind) || p2p(h->kind) ||
+      h->seq != op_->seq || h->kind == op_->kind)
+    return;
+  if (auto text = header_mismatch(*h, h->payload_bytes,
+                                  {.op = *op_, .rank = id_.rank, .peer = c.peer().rank}))
+    throw MismatchError(*text);
 }
 
 // A peer's stream ended while this rank was not reading from it.

@@ -110,5 +110,30 @@ TEST(HierMismatch, OrderDiffersWithinAHost) {
   }
 }
 
+// A whole host in another op: host b's ranks call broadcast first, host a's all_reduce. Host a's
+// leader sends its leaders' stage to host b, whose ranks read only from the broadcast's root: the
+// early frame carries all_reduce #0 where they are in broadcast #0 ([Early frames] in
+// tcp_transport.h), so every rank fails at once instead of at the deadline.
+TEST(HierMismatch, OrderDiffersBetweenWholeHosts) {
+  auto outcomes = run_ranks("a,a,b,b", [](ProcessGroup& pg) {
+    std::vector<float> x(1024, 1.0f);
+    if (pg.rank() >= 2) {
+      pg.broadcast(view(x), {.root = 0})->wait();
+      pg.all_reduce(view(x))->wait();
+    } else {
+      pg.all_reduce(view(x))->wait();
+      pg.broadcast(view(x), {.root = 0})->wait();
+    }
+  });
+  expect_all_fail_fast(outcomes);
+  for (size_t r = 0; r < outcomes.size(); ++r) {
+    const Outcome& o = outcomes[r];
+    EXPECT_EQ(o.type, "MismatchError") << "rank " << r << ": " << o.what;
+    EXPECT_TRUE(contains(o.what, "is in all_reduce #0 while rank") &&
+                contains(o.what, "is in broadcast #0"))
+        << "rank " << r << ": " << o.what;
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::testing
