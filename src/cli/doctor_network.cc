@@ -187,8 +187,7 @@ void check_hostname(const Job& job, const std::string& master, milliseconds time
   Resolution r = resolve(name, timeout);
   if (r.finished && r.gai_error == 0 && !r.addresses.empty()) {
     add("hostname",
-        hostname_verdict(name, ip_text(r.addresses[0]), job.nodes,
-                         names_this_machine_only(master)),
+        hostname_verdict(name, ip_text(r.addresses[0]), job.nodes, names_this_machine_only(master)),
         report);
     return;
   }

@@ -72,8 +72,8 @@ void report_advertise(const PeerOptions& o, const Listener& l, Report& report) {
   const std::string source = o.advertised_by_setting
                                  ? "from LOCKSTEP_SOCKET_ADDR"
                                  : "its address toward the store; LOCKSTEP_SOCKET_ADDR overrides";
-  const std::string what =
-      concat("node ", o.node_rank, " of ", o.nodes, " advertises ", o.advertised, " (", source, ")");
+  const std::string what = concat("node ", o.node_rank, " of ", o.nodes, " advertises ",
+                                  o.advertised, " (", source, ")");
   if (!l.error.empty()) {
     report.problem("advertise", concat(what, ", but cannot listen there: ", l.error),
                    "set LOCKSTEP_SOCKET_ADDR (or LOCKSTEP_BIND_ADDR) to an address of this host");
@@ -208,6 +208,7 @@ void report_all_reachability(Store& store, const PeerOptions& o,
     }
   }
   for (const auto& [target, froms] : unreachable) {
+    if (!by_node.count(target)) continue;  // not a node that published an entry
     const PeerEntry& t = *by_node[target];
     std::vector<int> sources;
     for (const auto& f : froms) sources.push_back(f.first);
@@ -228,9 +229,11 @@ void report_all_reachability(Store& store, const PeerOptions& o,
                    "check that node's own report");
   if (unreachable.empty() && silent.empty()) {
     std::string who;
-    for (const PeerEntry& p : peers) who += concat(who.empty() ? "" : ", ", name_of(p), " ", p.address);
-    report.ok("reachability", concat("all ", peers.size(),
-                                     " nodes reach each other at their advertised addresses: ", who));
+    for (const PeerEntry& p : peers)
+      who += concat(who.empty() ? "" : ", ", name_of(p), " ", p.address);
+    report.ok("reachability",
+              concat("all ", peers.size(),
+                     " nodes reach each other at their advertised addresses: ", who));
   }
 }
 

@@ -55,8 +55,7 @@ inline bool is_loopback(std::string address) {
   if (address.size() > 2 && address.front() == '[' && address.back() == ']')
     address = address.substr(1, address.size() - 2);
   in_addr v4{};
-  if (::inet_pton(AF_INET, address.c_str(), &v4) == 1)
-    return (ntohl(v4.s_addr) >> 24) == 127;
+  if (::inet_pton(AF_INET, address.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
   in6_addr v6{};
   if (::inet_pton(AF_INET6, address.c_str(), &v6) != 1) return false;
   if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
@@ -126,8 +125,11 @@ inline Verdict skew_verdict(const std::string& who, const Skew& skew, double lim
   const double size = std::fabs(skew.seconds);
   if (size <= limit_s) return {Status::ok, found, {}};
   if (size - skew.uncertainty <= limit_s)
-    return {Status::note, concat(found, ": maybe more than ", limit_s, " s apart, the round trip "
-                                        "was too slow to tell"), {}};
+    return {Status::note,
+            concat(found, ": maybe more than ", limit_s,
+                   " s apart, the round trip "
+                   "was too slow to tell"),
+            {}};
   return {Status::problem,
           concat(found, ": more than ", limit_s,
                  " s apart, so times in logs and the launchers' summaries do not line up across "

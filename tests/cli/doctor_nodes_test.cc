@@ -33,12 +33,23 @@ EnvChanges base_environment() {
 }
 
 std::vector<std::string> node(int rank, int port, std::vector<std::string> doctor_args) {
-  std::vector<std::string> argv{LOCKSTEP_CLI_PATH, "run",          "--nnodes",
-                                "2",               "--node-rank",  std::to_string(rank),
-                                "--master-addr",   "127.0.0.1",    "--master-port",
-                                std::to_string(port), "--nproc-per-node", "1",
-                                "--rdzv-timeout",  "30",           "--",
-                                LOCKSTEP_CLI_PATH, "doctor"};
+  std::vector<std::string> argv{LOCKSTEP_CLI_PATH,
+                                "run",
+                                "--nnodes",
+                                "2",
+                                "--node-rank",
+                                std::to_string(rank),
+                                "--master-addr",
+                                "127.0.0.1",
+                                "--master-port",
+                                std::to_string(port),
+                                "--nproc-per-node",
+                                "1",
+                                "--rdzv-timeout",
+                                "30",
+                                "--",
+                                LOCKSTEP_CLI_PATH,
+                                "doctor"};
   argv.insert(argv.end(), doctor_args.begin(), doctor_args.end());
   return argv;
 }
@@ -67,12 +78,14 @@ TEST(DoctorNodes, TwoNodesReachEachOtherAndAgreeOnTheTime) {
   const std::string& o0 = r.node0.output;
   const std::string& o1 = r.node1.output;
   EXPECT_TRUE(contains(o0, "node 0 of 2, master 127.0.0.1:")) << o0;
-  EXPECT_TRUE(contains(o0, "ok       advertise: node 0 of 2 advertises 127.0.0.1 (its address "
-                           "toward the store"))
+  EXPECT_TRUE(contains(o0,
+                       "ok       advertise: node 0 of 2 advertises 127.0.0.1 (its address "
+                       "toward the store"))
       << o0;
   EXPECT_TRUE(contains(o1, "ok       advertise: node 1 of 2 advertises 127.0.0.1")) << o1;
-  EXPECT_TRUE(contains(o0, "ok       reachability: all 2 nodes reach each other at their "
-                           "advertised addresses: node 0 ("))
+  EXPECT_TRUE(contains(o0,
+                       "ok       reachability: all 2 nodes reach each other at their "
+                       "advertised addresses: node 0 ("))
       << o0;
   EXPECT_TRUE(contains(o1, "ok       reachability: this node reaches the 1 other node(s)")) << o1;
   EXPECT_TRUE(contains(o0, "ok       clock: node 1 (")) << o0;

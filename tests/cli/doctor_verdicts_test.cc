@@ -50,7 +50,8 @@ TEST(DoctorVerdicts, NodeShape) {
 }
 
 TEST(DoctorVerdicts, LoopbackAddresses) {
-  for (const char* a : {"127.0.0.1", "127.0.1.1", "127.255.0.9", "::1", "[::1]", "::ffff:127.0.1.1"})
+  for (const char* a :
+       {"127.0.0.1", "127.0.1.1", "127.255.0.9", "::1", "[::1]", "::ffff:127.0.1.1"})
     EXPECT_TRUE(is_loopback(a)) << a;
   for (const char* a : {"10.231.0.1", "192.0.2.1", "128.0.0.1", "::ffff:10.0.0.1", "fe80::1", "vm",
                         "", "127.0.0.1.example"})
@@ -71,8 +72,9 @@ TEST(DoctorVerdicts, HostNameOnLoopback) {
 
   Verdict several = hostname_verdict("vm", "127.0.1.1", 3, false);
   EXPECT_EQ(several.status, Status::problem);
-  EXPECT_TRUE(contains(several.text, "'vm' resolves to 127.0.1.1, a loopback address, in a "
-                                     "3-node job"))
+  EXPECT_TRUE(contains(several.text,
+                       "'vm' resolves to 127.0.1.1, a loopback address, in a "
+                       "3-node job"))
       << several.text;
   EXPECT_TRUE(contains(several.text, "connection refused")) << several.text;
   EXPECT_TRUE(contains(several.fix, "/etc/hosts")) << several.fix;
