@@ -109,6 +109,7 @@ inline Skew clock_skew(int64_t before_ns, int64_t remote_ns, int64_t after_ns) {
 
 // "+1.234 s" with a sign.
 inline std::string seconds_text(double s) {
+  if (std::fabs(s) < 0.0005) s = 0;  // no "-0.000 s"
   char text[32];
   std::snprintf(text, sizeof text, "%+.3f s", s);
   return text;

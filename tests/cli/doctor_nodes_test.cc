@@ -32,7 +32,10 @@ EnvChanges base_environment() {
   return env;
 }
 
-std::vector<std::string> node(int rank, int port, std::vector<std::string> doctor_args) {
+// `lockstep run` of node `rank` of 2, running `program` (the doctor with `doctor_args` when empty).
+std::vector<std::string> node(int rank, int port, std::vector<std::string> doctor_args,
+                              std::vector<std::string> program = {}) {
+  if (program.empty()) program = {LOCKSTEP_CLI_PATH, "doctor"};
   std::vector<std::string> argv{LOCKSTEP_CLI_PATH,
                                 "run",
                                 "--nnodes",
@@ -47,10 +50,9 @@ std::vector<std::string> node(int rank, int port, std::vector<std::string> docto
                                 "1",
                                 "--rdzv-timeout",
                                 "30",
-                                "--",
-                                LOCKSTEP_CLI_PATH,
-                                "doctor"};
-  argv.insert(argv.end(), doctor_args.begin(), doctor_args.end());
+                                "--"};
+  argv.insert(argv.end(), program.begin(), program.end());
+  if (program.back() == "doctor") argv.insert(argv.end(), doctor_args.begin(), doctor_args.end());
   return argv;
 }
 
@@ -113,6 +115,28 @@ TEST(DoctorNodes, ANodeAdvertisingAnUnreachableAddressIsNamed) {
       << o0;
   // Node 1 itself reaches node 0, and node 0 still reads its clock through the store.
   EXPECT_TRUE(contains(o0, "ok       clock: node 1 (")) << o0;
+}
+
+// Node 1 runs no doctor (a program that only waits): node 0's doctor names node 1 after
+// --peer-timeout and exits non-zero; it does not wait longer.
+TEST(DoctorNodes, ANodeWhoseDoctorNeverComesIsNamedAfterThePeerTimeout) {
+  const int port = free_port();
+  const auto start = Clock::now();
+  Child n1(node(1, port, {}, {"/bin/sleep", "8"}), base_environment());
+  Child n0(node(0, port, {"--peer-timeout", "2"}), base_environment());
+  ProcessResult r0 = n0.wait(60s);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_FALSE(r0.timed_out);
+  EXPECT_GE(seconds, 2.0);
+  EXPECT_LT(seconds, 20.0);
+  EXPECT_NE(r0.exit_code, 0) << r0.output;
+  EXPECT_TRUE(contains(r0.output,
+                       "problem  reachability: node 1 did not publish an address "
+                       "within 2 s: its doctor did not start, or cannot reach the "
+                       "store"))
+      << r0.output;
+  EXPECT_TRUE(contains(r0.output, "lockstep run --nnodes 2 --node-rank K ... -- lockstep doctor"))
+      << r0.output;
 }
 
 }  // namespace

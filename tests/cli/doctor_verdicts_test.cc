@@ -123,6 +123,10 @@ TEST(DoctorVerdicts, SkewVerdicts) {
   EXPECT_TRUE(contains(ahead.text, "node 2 (h2)'s clock is +2.500 s from node 0's")) << ahead.text;
   EXPECT_TRUE(contains(ahead.fix, "chrony")) << ahead.fix;
 
+  // A skew that rounds to zero has no sign.
+  EXPECT_EQ(seconds_text(-0.0001), "+0.000 s");
+  EXPECT_EQ(seconds_text(-0.0006), "-0.001 s");
+
   Verdict behind = skew_verdict("node 2 (h2)", clock_skew(0, -3 * kSecond, 0), 1.0);
   EXPECT_EQ(behind.status, Status::problem);
   EXPECT_TRUE(contains(behind.text, "-3.000 s")) << behind.text;

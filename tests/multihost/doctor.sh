@@ -3,8 +3,9 @@
 # own host name and address, `lockstep run --nnodes 3 ... -- lockstep doctor` on each.
 #   1. a good job: every node reaches every other at its advertised address, the clocks agree, and
 #      the host names (unknown to the machine's /etc/hosts) are a note, not a problem;
-#   2. host 2 advertises 192.0.2.1 (TEST-NET-1, no host answers): node 0 names host 2, the address
-#      and the nodes that cannot reach it, in a bounded time;
+#   2. host 2 advertises 192.0.2.1 (TEST-NET-1, no host answers), then 10.231.0.250 (on the hosts'
+#      subnet, no host has it: the connection gets no answer): node 0 names host 2, the address
+#      and the nodes that cannot reach it, within the probe timeout;
 #   3. Debian's /etc/hosts on host 1 (its name mapped to 127.0.1.1, through /etc/netns/<ns>/hosts,
 #      which `ip netns exec` mounts over /etc/hosts): host 1's doctor reports the loopback name as
 #      a problem of a 3-node job, with the fix.
@@ -18,7 +19,10 @@ hosts="$root/scripts/netns_hosts.sh"
 fixture="ls$$"
 out=$(mktemp -d)
 netns_etc="/etc/netns/${fixture}-h1"
-trap '"$hosts" down "$fixture"; rm -rf "$out" "$netns_etc"' EXIT
+made_etc_netns=0
+[ -d /etc/netns ] || made_etc_netns=1
+trap '"$hosts" down "$fixture"; rm -rf "$out" "$netns_etc"
+      [ "$made_etc_netns" = 1 ] && rmdir /etc/netns 2>/dev/null' EXIT
 "$hosts" up "$fixture" 3 || exit 1
 master=$("$hosts" addr 0)
 port=29700
@@ -89,6 +93,7 @@ done
 start=$SECONDS
 doctor_job unreachable LOCKSTEP_SOCKET_ADDR=192.0.2.1
 took=$((SECONDS - start))
+grep -E '^\[rank0\]: (problem  reachability|  +fix: on)' "$out/unreachable.0" | sed 's/^/    /'
 expect unreachable 0 "problem  reachability: node 2 ($h""2) advertises 192.0.2.1:"
 expect unreachable 0 "for data connections, and nodes 0, 1 cannot reach it: "
 expect unreachable 0 "fix: on $h""2, set LOCKSTEP_SOCKET_ADDR to an address the other nodes can reach"
@@ -97,6 +102,21 @@ if [ "$took" -le 60 ]; then
   echo "ok: unreachable: reported in $took s"
 else
   echo "FAIL: unreachable: took $took s"
+  failures=$((failures + 1))
+fi
+
+# 2b. Host 2 advertises an address on the hosts' own subnet that no host has: nothing answers the
+# connection (no ARP reply), so the attempt ends at --probe-timeout.
+start=$SECONDS
+doctor_job silent LOCKSTEP_SOCKET_ADDR=10.231.0.250
+took=$((SECONDS - start))
+expect silent 0 "problem  reachability: node 2 ($h""2) advertises 10.231.0.250:"
+expect silent 0 "cannot reach it: no answer in 1 s"
+expect_rc silent 0 1
+if [ "$took" -le 60 ]; then
+  echo "ok: silent: reported in $took s"
+else
+  echo "FAIL: silent: took $took s"
   failures=$((failures + 1))
 fi
 
