@@ -19,7 +19,7 @@ namespace lockstep::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: lockstep doctor [--probe-timeout SECONDS] [--peer-timeout SECONDS]\n"
+    "usage: lockstep doctor [--probe-timeout SECONDS] [--peer-timeout SECONDS] [--peers]\n"
     "\n"
     "Checks what a job needs before it starts and prints one line per check: 'ok', 'note', or\n"
     "'problem' with its fix. It reads the launcher's variables like a rank does, so run it the "
@@ -34,10 +34,13 @@ constexpr const char* kUsage =
     "nodes, run on every node under lockstep run, it also checks that each node's advertised\n"
     "address is reachable from every other node and that the nodes' clocks agree:\n"
     "  lockstep run --nnodes 3 --node-rank K --master-addr node0 -- lockstep doctor\n"
+    "With the variables set by hand or by srun, add --peers on every node: rank 0's doctor then\n"
+    "hosts a store at MASTER_ADDR:MASTER_PORT for the check, as rank 0 of the job would.\n"
     "\n"
     "options:\n"
     "  --probe-timeout SECONDS  how long a name lookup or connection attempt may take (default 2)\n"
     "  --peer-timeout SECONDS   how long to wait for the other nodes' doctors (default 30)\n"
+    "  --peers                  meet the other nodes without lockstep run (see above)\n"
     "  --help                   this text\n"
     "\n"
     "exit code: 0 no problem, 1 a problem was found, 2 usage error\n";
@@ -56,6 +59,7 @@ std::chrono::milliseconds parse_seconds(std::string_view option, std::string_vie
 int doctor_command(int argc, char** argv) {
   std::chrono::milliseconds probe_timeout(2000);
   std::chrono::milliseconds peer_timeout(30000);
+  bool peers = false;
   try {
     for (int i = 1; i < argc; ++i) {
       std::string_view a = argv[i];
@@ -66,6 +70,8 @@ int doctor_command(int argc, char** argv) {
         probe_timeout = parse_seconds(a, argv[++i]);
       } else if (a.rfind("--probe-timeout=", 0) == 0) {
         probe_timeout = parse_seconds("--probe-timeout", a.substr(16));
+      } else if (a == "--peers") {
+        peers = true;
       } else if (a == "--peer-timeout" && i + 1 < argc) {
         peer_timeout = parse_seconds(a, argv[++i]);
       } else if (a.rfind("--peer-timeout=", 0) == 0) {
@@ -81,7 +87,7 @@ int doctor_command(int argc, char** argv) {
   doctor::Report report;
   const doctor::Job job = doctor::check_variables(report);
   doctor::check_network(job, probe_timeout, report);
-  doctor::check_nodes(job, probe_timeout, peer_timeout, report);
+  doctor::check_nodes(job, probe_timeout, peer_timeout, peers, report);
   doctor::check_shared_memory(job, report);
   doctor::check_cores(job, report);
   doctor::check_open_files(job, report);

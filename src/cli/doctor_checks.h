@@ -55,12 +55,13 @@ Job check_variables(Report& report);
 // doctor_network.cc: host name resolution, MASTER_ADDR resolution and reachability, and whether
 // MASTER_PORT is free (for the process that will open it). Probes wait at most probe_timeout.
 void check_network(const Job& job, std::chrono::milliseconds probe_timeout, Report& report);
-// doctor_nodes.cc: with several nodes under `lockstep run`, local rank 0 of every node checks with
-// the others, through the launcher's store, that each node's advertised address is reachable from
-// every other node and that the clocks agree within a second (doctor_peers.h). Waits for the
-// other nodes at most peer_timeout per phase; connection attempts at most probe_timeout.
+// doctor_nodes.cc: with several nodes, under `lockstep run` (or with `peers`: rank 0's doctor
+// hosts a store at MASTER_ADDR:MASTER_PORT), local rank 0 of every node checks with the others
+// that each node's advertised address is reachable from every other node and that the clocks
+// agree within a second (doctor_peers.h). Waits for the other nodes at most peer_timeout per
+// phase; connection attempts at most probe_timeout.
 void check_nodes(const Job& job, std::chrono::milliseconds probe_timeout,
-                 std::chrono::milliseconds peer_timeout, Report& report);
+                 std::chrono::milliseconds peer_timeout, bool peers, Report& report);
 // doctor_host.cc: /dev/shm size and free space, cores against local ranks and OMP_NUM_THREADS,
 // and the open-file limit.
 void check_shared_memory(const Job& job, Report& report);

@@ -4,7 +4,9 @@
 //   reach/<k>       the nodes node k could not connect to, one "<j>\t<reason>" line each
 //   clock/ask/<k>   node 0 asks node k for its wall clock; clock/<k> is the answer (ns)
 //   clock/skew/<k>  node 0's measure of node k's skew, for node k's own report
-//   done            node 0 has reported: the others may close their listeners
+//   bye/<k>         node k is done with the store (node 0, which may host it, waits for these)
+// Node 0 reads the clocks only after every node has published what it reached, so a node's
+// listener is no longer needed once its clock has been read.
 // Every wait is bounded: a node that never comes is named in the report, and nothing hangs.
 #include <algorithm>
 #include <map>
@@ -278,17 +280,20 @@ void exchange_with_peers(Store& store, const PeerOptions& o, Report& report) {
   if (o.node_rank == 0) {
     report_all_reachability(store, o, peers, Deadline::after(o.peer_timeout), report);
     measure_clocks(store, o, peers, Deadline::after(o.peer_timeout), report);
-    try {
-      store.set(concat(o.prefix, "done"), "1");
-    } catch (const Error&) {
-    }
+    // Keep the store (this process may host it) until every node has read its skew.
+    const Deadline bye = Deadline::after(o.peer_timeout);
+    for (const PeerEntry& p : peers)
+      if (p.node != 0) get_until(store, concat(o.prefix, "bye/", p.node), bye);
     return;
   }
-  const Deadline done = Deadline::after(3 * o.peer_timeout + o.probe_timeout);
   report_own_reachability(peers, reasons, report);
-  answer_clock(store, o, done, report);
-  // Keep the listener open until node 0 has heard from everyone.
-  get_until(store, concat(o.prefix, "done"), done);
+  // Node 0 asks after it has gathered every node's reach/ key (a peer timeout) and the clocks of
+  // the nodes before this one (another).
+  answer_clock(store, o, Deadline::after(3 * o.peer_timeout + o.probe_timeout), report);
+  try {
+    store.set(concat(o.prefix, "bye/", o.node_rank), "1");
+  } catch (const Error&) {
+  }
 }
 
 }  // namespace lockstep::cli::doctor

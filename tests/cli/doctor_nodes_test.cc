@@ -139,5 +139,44 @@ TEST(DoctorNodes, ANodeWhoseDoctorNeverComesIsNamedAfterThePeerTimeout) {
       << r0.output;
 }
 
+// The variables set by hand (as srun or a script would), no launcher: with --peers, rank 0's
+// doctor hosts the store at MASTER_ADDR:MASTER_PORT and the two nodes meet there; without it, a
+// note says how to check between nodes.
+EnvChanges by_hand(int rank, int port) {
+  EnvChanges env = base_environment();
+  env["RANK"] = std::to_string(rank);
+  env["LOCAL_RANK"] = "0";
+  env["WORLD_SIZE"] = "2";
+  env["LOCAL_WORLD_SIZE"] = "1";
+  env["MASTER_ADDR"] = "127.0.0.1";
+  env["MASTER_PORT"] = std::to_string(port);
+  return env;
+}
+
+TEST(DoctorNodes, PeersWithoutTheLauncher) {
+  const int port = free_port();
+  const std::vector<std::string> args{LOCKSTEP_CLI_PATH, "doctor", "--peers", "--peer-timeout",
+                                      "20"};
+  Child rank1(args, by_hand(1, port));  // first: it waits for rank 0's store
+  Child rank0(args, by_hand(0, port));
+  ProcessResult r0 = rank0.wait(60s);
+  ProcessResult r1 = rank1.wait(60s);
+  EXPECT_EQ(r0.exit_code, 0) << r0.output;
+  EXPECT_EQ(r1.exit_code, 0) << r1.output;
+  EXPECT_TRUE(contains(r0.output,
+                       "ok       reachability: all 2 nodes reach each other at their "
+                       "advertised addresses"))
+      << r0.output;
+  EXPECT_TRUE(contains(r0.output, "ok       clock: node 1 (")) << r0.output;
+  EXPECT_TRUE(contains(r1.output, "ok       clock: this node (node 1)'s clock is ")) << r1.output;
+
+  ProcessResult alone = run_lockstep({"doctor"}, by_hand(1, free_port()));
+  EXPECT_TRUE(contains(alone.output,
+                       "note     reachability: a 2-node job: whether the nodes "
+                       "reach each other"))
+      << alone.output;
+  EXPECT_TRUE(contains(alone.output, "lockstep doctor --peers")) << alone.output;
+}
+
 }  // namespace
 }  // namespace lockstep::testing

@@ -8,7 +8,8 @@
 #      and the nodes that cannot reach it, within the probe timeout;
 #   3. Debian's /etc/hosts on host 1 (its name mapped to 127.0.1.1, through /etc/netns/<ns>/hosts,
 #      which `ip netns exec` mounts over /etc/hosts): host 1's doctor reports the loopback name as
-#      a problem of a 3-node job, with the fix.
+#      a problem of a 3-node job, with the fix;
+#   4. no launcher: srun's variables set by hand and `lockstep doctor --peers` on each host.
 # Skips (exit 77) where namespaces cannot be made. Removes every namespace and file it made on exit.
 #   tests/multihost/doctor.sh BUILD_DIR
 set -uo pipefail
@@ -128,9 +129,29 @@ if mkdir -p "$netns_etc" 2>/dev/null &&
   expect loopback_name 1 "fix: map '$h""1' to this host's routable address in /etc/hosts"
   expect_rc loopback_name 1 1
   expect loopback_name 0 "ok       reachability: all 3 nodes reach each other"
+  rm -rf "$netns_etc"  # host 1's name does not resolve again
 else
   echo "skipped: the loopback host name (cannot write $netns_etc)"
 fi
+
+# 4. No launcher: srun's variables set by hand, one task per host, `lockstep doctor --peers`: rank
+# 0's doctor hosts the store at the node list's first host, port 15000 + SLURM_JOB_ID.
+srun_pids=()
+for i in 0 1 2; do
+  timeout 120 "$hosts" run "$fixture" "$i" env SLURM_PROCID=$i SLURM_NTASKS=3 SLURM_LOCALID=0 \
+    SLURM_NTASKS_PER_NODE=1 SLURM_JOB_NODELIST="10.231.0.[1-3]" SLURM_JOB_ID=4343 \
+    OMP_NUM_THREADS=1 "$build/lockstep" doctor --peers --probe-timeout 1 --peer-timeout 30 \
+    >"$out/srun.$i" 2>&1 &
+  srun_pids+=($!)
+done
+for i in 0 1 2; do
+  wait "${srun_pids[$i]}"
+  echo $? >"$out/srun.$i.rc"
+done
+for i in 0 1 2; do expect_rc srun "$i" 0; done
+expect srun 0 "ok       reachability: all 3 nodes reach each other at their advertised addresses: node 0 ($h""0) 10.231.0.1, node 1 ($h""1) 10.231.0.2, node 2 ($h""2) 10.231.0.3"
+expect srun 0 "ok       clock: node 2 ($h""2)'s clock is "
+expect srun 2 "ok       clock: this node (node 2)'s clock is "
 
 [ "$failures" = 0 ] && echo "doctor multi-host: all passed" || echo "doctor multi-host: $failures failure(s)"
 [ "$failures" = 0 ]
