@@ -25,6 +25,8 @@ namespace {
 using detail::concat;
 using std::chrono::milliseconds;
 
+constexpr int kAcceptQueue = 4096;
+
 int64_t wall_clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -62,7 +64,9 @@ Listener listen_for_peers(const std::string& advertised) {
   Listener l;
   try {
     l.bind = net::bind_address_for(advertised, "lockstep doctor");
-    l.fd = net::listen_tcp(l.bind, 0);
+    // Nothing accepts: the kernel completes every node's connection into the accept queue, so
+    // the queue must hold one per node (the kernel caps it at net.core.somaxconn).
+    l.fd = net::listen_tcp(l.bind, 0, kAcceptQueue);
     l.port = net::local_port(l.fd.get());
   } catch (const Error& e) {
     l.error = e.what();
