@@ -19,7 +19,7 @@ namespace lockstep::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: lockstep doctor [--probe-timeout SECONDS]\n"
+    "usage: lockstep doctor [--probe-timeout SECONDS] [--peer-timeout SECONDS] [--peers]\n"
     "\n"
     "Checks what a job needs before it starts and prints one line per check: 'ok', 'note', or\n"
     "'problem' with its fix. It reads the launcher's variables like a rank does, so run it the "
@@ -30,20 +30,27 @@ constexpr const char* kUsage =
     "\n"
     "checks: the launcher variables and their consistency, host name and MASTER_ADDR resolution,\n"
     "master reachability, whether MASTER_PORT is free, /dev/shm, cores and OMP_NUM_THREADS, the\n"
-    "open-file limit, visible GPUs, and the backends, NCCL and MPI available.\n"
+    "open-file limit, visible GPUs, and the backends, NCCL and MPI available. In a job of several\n"
+    "nodes, run on every node under lockstep run, it also checks that each node's advertised\n"
+    "address is reachable from every other node and that the nodes' clocks agree:\n"
+    "  lockstep run --nnodes 3 --node-rank K --master-addr node0 -- lockstep doctor\n"
+    "With the variables set by hand or by srun, add --peers on every node: rank 0's doctor then\n"
+    "hosts a store at MASTER_ADDR:MASTER_PORT for the check, as rank 0 of the job would.\n"
     "\n"
     "options:\n"
     "  --probe-timeout SECONDS  how long a name lookup or connection attempt may take (default 2)\n"
+    "  --peer-timeout SECONDS   how long to wait for the other nodes' doctors (default 30)\n"
+    "  --peers                  meet the other nodes without lockstep run (see above)\n"
     "  --help                   this text\n"
     "\n"
     "exit code: 0 no problem, 1 a problem was found, 2 usage error\n";
 
-std::chrono::milliseconds parse_seconds(std::string_view text) {
+std::chrono::milliseconds parse_seconds(std::string_view option, std::string_view text) {
   std::string s(text);
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   if (s.empty() || *end != '\0' || !(v > 0) || v > 600)
-    throw ConfigError("--probe-timeout '" + s + "' is not a number of seconds in (0, 600]");
+    throw ConfigError(std::string(option) + " '" + s + "' is not a number of seconds in (0, 600]");
   return std::chrono::milliseconds(static_cast<long long>(v * 1000));
 }
 
@@ -51,6 +58,8 @@ std::chrono::milliseconds parse_seconds(std::string_view text) {
 
 int doctor_command(int argc, char** argv) {
   std::chrono::milliseconds probe_timeout(2000);
+  std::chrono::milliseconds peer_timeout(30000);
+  bool peers = false;
   try {
     for (int i = 1; i < argc; ++i) {
       std::string_view a = argv[i];
@@ -58,9 +67,15 @@ int doctor_command(int argc, char** argv) {
         std::fputs(kUsage, stdout);
         return 0;
       } else if (a == "--probe-timeout" && i + 1 < argc) {
-        probe_timeout = parse_seconds(argv[++i]);
+        probe_timeout = parse_seconds(a, argv[++i]);
       } else if (a.rfind("--probe-timeout=", 0) == 0) {
-        probe_timeout = parse_seconds(a.substr(16));
+        probe_timeout = parse_seconds("--probe-timeout", a.substr(16));
+      } else if (a == "--peers") {
+        peers = true;
+      } else if (a == "--peer-timeout" && i + 1 < argc) {
+        peer_timeout = parse_seconds(a, argv[++i]);
+      } else if (a.rfind("--peer-timeout=", 0) == 0) {
+        peer_timeout = parse_seconds("--peer-timeout", a.substr(15));
       } else {
         throw ConfigError("unknown argument '" + std::string(a) + "' (see lockstep doctor --help)");
       }
@@ -72,6 +87,7 @@ int doctor_command(int argc, char** argv) {
   doctor::Report report;
   const doctor::Job job = doctor::check_variables(report);
   doctor::check_network(job, probe_timeout, report);
+  doctor::check_nodes(job, probe_timeout, peer_timeout, peers, report);
   doctor::check_shared_memory(job, report);
   doctor::check_cores(job, report);
   doctor::check_open_files(job, report);

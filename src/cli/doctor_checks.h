@@ -43,6 +43,9 @@ struct Job {
   bool agent_store = false;  // LOCKSTEP_USE_AGENT_STORE=1: `lockstep run` hosts the store
   int local_processes = 1;   // ranks on this host: LOCAL_WORLD_SIZE, else 1
   int world_size = 1;        // WORLD_SIZE when valid, else 1
+  int nodes = 1;             // nodes of the job (doctor_verdicts.h node_shape), when valid
+  int node_rank = 0;         // this process's node
+  int local_rank = 0;        // LOCAL_RANK, else 0
   // Whether this process will host the TCP store (rank 0 without a launcher's store).
   bool hosts_store() const { return valid && rendezvous.rank == 0 && !agent_store; }
 };
@@ -52,6 +55,13 @@ Job check_variables(Report& report);
 // doctor_network.cc: host name resolution, MASTER_ADDR resolution and reachability, and whether
 // MASTER_PORT is free (for the process that will open it). Probes wait at most probe_timeout.
 void check_network(const Job& job, std::chrono::milliseconds probe_timeout, Report& report);
+// doctor_nodes.cc: with several nodes, under `lockstep run` (or with `peers`: rank 0's doctor
+// hosts a store at MASTER_ADDR:MASTER_PORT), local rank 0 of every node checks with the others
+// that each node's advertised address is reachable from every other node and that the clocks
+// agree within a second (doctor_peers.h). Waits for the other nodes at most peer_timeout per
+// phase; connection attempts at most probe_timeout.
+void check_nodes(const Job& job, std::chrono::milliseconds probe_timeout,
+                 std::chrono::milliseconds peer_timeout, bool peers, Report& report);
 // doctor_host.cc: /dev/shm size and free space, cores against local ranks and OMP_NUM_THREADS,
 // and the open-file limit.
 void check_shared_memory(const Job& job, Report& report);

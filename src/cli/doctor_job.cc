@@ -1,9 +1,12 @@
 // lockstep doctor: the launcher variables (read exactly as init_process_group reads them) and the
 // LOCKSTEP_* settings.
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "cli/doctor_checks.h"
+#include "cli/doctor_verdicts.h"
 #include "core/settings_parse.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/settings.h"
@@ -22,6 +25,15 @@ constexpr const char* kHowToRun =
     "  lockstep run --nproc-per-node N -- lockstep doctor\n"
     "or with the variables each rank will get, e.g.:\n"
     "  MASTER_ADDR=host0 MASTER_PORT=29500 RANK=0 WORLD_SIZE=2 lockstep doctor";
+
+// A non-negative integer variable; -1 when unset or malformed.
+int env_int(const EnvLookup& env, const char* name) {
+  const std::optional<std::string> v = env(name);
+  if (!v || v->empty()) return -1;
+  char* end = nullptr;
+  const long n = std::strtol(v->c_str(), &end, 10);
+  return *end == '\0' && n >= 0 && n < (1 << 30) ? static_cast<int>(n) : -1;
+}
 
 void check_settings(Report& report) {
   try {
@@ -53,6 +65,7 @@ std::string describe(const Job& job) {
   std::string text = concat("rank ", rv.rank, " of ", rv.world_size, " (from ", rv.source, ")");
   if (rv.local_rank >= 0) text += concat(", local rank ", rv.local_rank);
   if (rv.local_world_size > 0) text += concat(" of ", rv.local_world_size, " on this host");
+  if (job.nodes > 1) text += concat(", node ", job.node_rank, " of ", job.nodes);
   if (rv.master_addr.empty())
     return text + ", master address from rank 0 over MPI (no MASTER_ADDR)";
   text += concat(", master ", rv.master_addr, ":", rv.master_port);
@@ -114,6 +127,12 @@ Job check_variables(Report& report) {
     return job;
   }
   job.world_size = job.rendezvous.world_size;
+  const NodeShape shape =
+      node_shape(env_int(env, "GROUP_WORLD_SIZE"), env_int(env, "GROUP_RANK"),
+                 job.rendezvous.world_size, job.rendezvous.rank, job.rendezvous.local_world_size);
+  job.nodes = shape.nodes;
+  job.node_rank = shape.node_rank;
+  job.local_rank = std::max(0, job.rendezvous.local_rank);
   if (job.rendezvous.local_world_size > 0) job.local_processes = job.rendezvous.local_world_size;
   report.ok("variables", describe(job));
   check_consistency(job, report);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cli/doctor_checks.h"
+#include "cli/doctor_verdicts.h"
 #include "lockstep/core/error.h"
 #include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
@@ -178,18 +179,24 @@ void check_secret(Report& report) {
               "--secret-file");
 }
 
-void check_hostname(milliseconds timeout, Report& report) {
+// With several nodes, a name that resolves to a loopback address is a problem
+// (hostname_verdict); one that does not resolve is a note: lockstep's nodes advertise addresses.
+void check_hostname(const Job& job, const std::string& master, milliseconds timeout,
+                    Report& report) {
   const std::string name = net::hostname();
   Resolution r = resolve(name, timeout);
   if (r.finished && r.gai_error == 0 && !r.addresses.empty()) {
-    report.ok("hostname", concat("'", name, "' resolves to ", ip_text(r.addresses[0])));
+    add("hostname",
+        hostname_verdict(name, ip_text(r.addresses[0]), job.nodes, names_this_machine_only(master)),
+        report);
     return;
   }
   report.note("hostname",
               concat("this host's name '", name, "' does not resolve (",
                      r.finished ? ::gai_strerror(r.gai_error) : "no answer in time",
-                     "); lockstep does not need it, but NCCL, MPI and some tools do"),
-              "add it to /etc/hosts");
+                     "); lockstep does not need it (its nodes advertise addresses), but NCCL, "
+                     "MPI, Gloo and some tools do"),
+              concat("add '", name, "' with this host's routable address to /etc/hosts"));
 }
 
 // Resolves MASTER_ADDR; reports a problem and returns nothing when it does not resolve.
@@ -297,13 +304,13 @@ void check_store_client(const Job& job, const Resolution& master, milliseconds t
 }  // namespace
 
 void check_network(const Job& job, milliseconds probe_timeout, Report& report) {
-  check_hostname(probe_timeout, report);
-  check_secret(report);
   std::string master = job.valid ? job.rendezvous.master_addr : "";
   if (!job.valid) {
     const char* env_master = std::getenv("MASTER_ADDR");
     if (env_master && *env_master) master = env_master;
   }
+  check_hostname(job, master, probe_timeout, report);
+  check_secret(report);
   if (master.empty()) return;  // the variables check reported it
   std::optional<Resolution> resolved = check_master_name(master, probe_timeout, report);
   if (!resolved) return;

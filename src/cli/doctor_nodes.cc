@@ -1,0 +1,93 @@
+// lockstep doctor: the checks between the nodes of a multi-node job. Local rank 0 of every node
+// meets the others in a store and runs the exchange of doctor_peers.cc: under `lockstep run
+// --nnodes N` the launcher's store; with --peers (variables set by hand, or by srun) one that rank
+// 0's doctor hosts at MASTER_ADDR:MASTER_PORT, as rank 0 of the job would. Otherwise a note says
+// how to run it.
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "cli/doctor_checks.h"
+#include "cli/doctor_peers.h"
+#include "cli/doctor_verdicts.h"
+#include "lockstep/core/error.h"
+#include "lockstep/store/tcp_store.h"
+
+namespace lockstep::cli::doctor {
+namespace {
+
+using detail::concat;
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+std::string how_to_run(int nodes) {
+  return concat("on every node: lockstep run --nnodes ", nodes,
+                " --node-rank K --master-addr <node 0's address> -- lockstep doctor");
+}
+
+}  // namespace
+
+void check_nodes(const Job& job, std::chrono::milliseconds probe_timeout,
+                 std::chrono::milliseconds peer_timeout, bool peers, Report& report) {
+  if (!job.valid || job.nodes <= 1) return;
+  if (job.local_rank != 0) {
+    report.ok("reachability", concat("local rank 0 of this node checks reachability and clocks "
+                                     "with the other ",
+                                     job.nodes - 1, " node(s)"));
+    return;
+  }
+  const char* store_port = std::getenv("LOCKSTEP_STORE_PORT");
+  const bool launcher_store = store_port && *store_port;
+  const EnvRendezvous& rv = job.rendezvous;
+  if (!launcher_store && (!peers || rv.master_addr.empty() || rv.master_port == 0)) {
+    report.note("reachability",
+                concat("a ", job.nodes,
+                       "-node job: whether the nodes reach each other, and their clocks, are "
+                       "checked when every node runs the doctor under lockstep run, or with "
+                       "--peers (and MASTER_ADDR, MASTER_PORT)"),
+                how_to_run(job.nodes) +
+                    "\nor, with the variables set by hand or by srun: lockstep doctor --peers");
+    return;
+  }
+  const std::string host =
+      launcher_store ? env_or("LOCKSTEP_STORE_ADDR", rv.master_addr) : rv.master_addr;
+  const int port = launcher_store ? std::atoi(store_port) : rv.master_port;
+  const bool host_it = !launcher_store && rv.rank == 0;
+  std::unique_ptr<TcpStore> store;
+  try {
+    // Without the launcher, the others wait for rank 0's doctor to open its store.
+    store = std::make_unique<TcpStore>(
+        TcpStoreOptions{.host = host,
+                        .port = static_cast<uint16_t>(port),
+                        .is_server = host_it,
+                        .timeout = launcher_store ? probe_timeout : peer_timeout});
+  } catch (const Error& e) {
+    report.problem("reachability",
+                   concat("cannot meet the other nodes: ",
+                          host_it ? "cannot open a store at " : "no store answers at ", host, ":",
+                          port, ": ", e.what()),
+                   launcher_store
+                       ? "check the master line above, and that lockstep run on node 0 is running"
+                       : "check the master and port lines above, and run lockstep doctor --peers "
+                         "on every node within --peer-timeout of each other");
+    return;
+  }
+  PeerOptions o;
+  o.prefix = launcher_store ? concat("lockstep/doctor/", env_or("LOCKSTEP_RUN_ID", "run"), "/",
+                                     env_or("LOCKSTEP_ATTEMPT", "0"), "/")
+                            : std::string("lockstep/doctor/");
+  o.nodes = job.nodes;
+  o.node_rank = job.node_rank;
+  o.advertised = env_or("LOCKSTEP_SOCKET_ADDR", "");
+  o.advertised_by_setting = !o.advertised.empty();
+  if (o.advertised.empty()) o.advertised = store->local_address();
+  o.master_is_loopback = names_this_machine_only(rv.master_addr);
+  o.probe_timeout = probe_timeout;
+  o.peer_timeout = peer_timeout;
+  exchange_with_peers(*store, o, report);
+}
+
+}  // namespace lockstep::cli::doctor
