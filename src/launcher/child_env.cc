@@ -43,7 +43,11 @@ std::vector<std::string> child_environment(const RankPlacement& placement,
       {"LOCKSTEP_STORE_ADDR", job.master_addr},
       {"LOCKSTEP_STORE_PORT", std::to_string(job.store_port)},
       {"LOCKSTEP_USE_AGENT_STORE", "1"},
-      {"LOCKSTEP_RESTART_COUNT", restarts},
+      // The attempt, not the restarts after failures: lockstep's env:// scopes the ranks' keys
+      // in the launcher's store by it (src/group/attempt_scope.h), so an elastic job's restart
+      // for a membership change, which TORCHELASTIC_RESTART_COUNT does not count, must still get
+      // a key space of its own (else its ranks meet the last attempt's keys: its world size).
+      {"LOCKSTEP_RESTART_COUNT", std::to_string(job.attempt)},
       {"LOCKSTEP_MAX_RESTARTS", max_restarts},
       {"LOCKSTEP_RUN_ID", job.run_id},
       {"LOCKSTEP_ATTEMPT", std::to_string(job.attempt)},

@@ -215,6 +215,42 @@ TEST(LauncherElastic, ArrivingNodeIsAdmittedAtTheNextRestart) {
   EXPECT_EQ(count_of(rb.output, "ENV 0 "), 0u) << "B never ran in attempt 0";
 }
 
+// As above, with ranks that meet in the launcher's store (init_process_group and an all_reduce):
+// the attempt after a membership change needs a key space of its own there, although
+// TORCHELASTIC_RESTART_COUNT does not grow. Sharing attempt 0's, the ranks of the world of 4 met
+// its world size key (2) and failed at once.
+TEST(LauncherElastic, RanksOfTheAttemptAfterAMembershipChangeMeetInAFreshKeySpace) {
+  TempDir dir;
+  const int port = free_port();
+  // $0 is this test binary, a rank in allreduce mode (child_mode_test.cc).
+  const std::string script =
+      std::string("echo \"COUNTS $LOCKSTEP_ATTEMPT $LOCKSTEP_RESTART_COUNT "
+                  "$TORCHELASTIC_RESTART_COUNT\"; \"$0\" || exit $?; "
+                  "if [ \"$WORLD_SIZE\" = 2 ]; then touch ") +
+      dir.path() + "/alone_$RANK; exec sleep 30; fi";
+  auto more = std::vector<std::string>{"--rdzv-last-call", "0.5", "--max-restarts", "0",
+                                       "/bin/sh",          "-c",  script, test_binary()};
+  const EnvChanges env = child_mode_env("allreduce");
+  Child a(lockstep_run(elastic_args("1:2", port, more)), env);
+  wait_for_files({dir.file("alone_0"), dir.file("alone_1")}, seconds(30));
+  Child b(lockstep_run(elastic_args("1:2", port, more)), env);
+  ProcessResult rb = b.wait(seconds(60));
+  ProcessResult ra = a.wait(seconds(60));
+  ASSERT_EQ(ra.exit_code, 0) << ra.output;
+  ASSERT_EQ(rb.exit_code, 0) << rb.output;
+  EXPECT_NE(ra.output.find("attempt 0 ended for a membership change"), std::string::npos)
+      << ra.output;
+  EXPECT_EQ(count_of(ra.output, "ALLREDUCE_OK rank=0 world=2 "), 1u) << ra.output;
+  EXPECT_EQ(count_of(ra.output, "ALLREDUCE_OK rank=1 world=2 "), 1u) << ra.output;
+  for (const char* line : {"ALLREDUCE_OK rank=0 world=4 first=10", "ALLREDUCE_OK rank=1 world=4 "})
+    EXPECT_EQ(count_of(ra.output, line), 1u) << line << "\n" << ra.output;
+  for (const char* line : {"ALLREDUCE_OK rank=2 world=4 ", "ALLREDUCE_OK rank=3 world=4 "})
+    EXPECT_EQ(count_of(rb.output, line), 1u) << line << "\n" << rb.output;
+  // Attempt 1: LOCKSTEP_ATTEMPT and LOCKSTEP_RESTART_COUNT (the key space) 1, no restart counted.
+  EXPECT_EQ(count_of(ra.output, "COUNTS 0 0 0\n"), 2u) << ra.output;
+  EXPECT_EQ(count_of(ra.output + rb.output, "COUNTS 1 1 0\n"), 4u) << ra.output << rb.output;
+}
+
 // A node that finds the job full (MAX nodes) waits to be admitted, and gives up at
 // --rdzv-timeout with a message that says why; the job itself is not disturbed.
 TEST(LauncherElastic, NodeBeyondMaxWaitsAndTimesOutClearly) {
