@@ -21,6 +21,11 @@ enum class OpKind : uint8_t {
 };
 std::string_view op_kind_name(OpKind kind);
 
+// Collectives that a layer runs beside an op under the op's number (the LOCKSTEP_DEBUG=DETAIL
+// fingerprint exchange) carry this tag; user collectives carry 0. Checks that compare the kinds
+// of ops with one number leave tagged ones alone.
+inline constexpr uint32_t kSideExchangeTag = 0x51de;
+
 // "rank 1 is in broadcast #0 while rank 0 is in all_reduce #0: the ranks called collectives in a
 // different order. Fix: ...": the one wording of an order mismatch, whichever check finds it.
 std::string order_mismatch_text(int peer, std::string_view theirs, int rank,

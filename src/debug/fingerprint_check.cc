@@ -101,6 +101,7 @@ void FingerprintCheck::exchange(const Op& op, int step, const void* mine, size_t
   Op x{.kind = OpKind::all_gather,
        .seq = op.seq,
        .dtype = DType::u8,
+       .tag = kSideExchangeTag,
        .input = mine,
        .output = all,
        .counts = std::vector<size_t>(static_cast<size_t>(size_), bytes),

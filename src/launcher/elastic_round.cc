@@ -7,6 +7,7 @@
 #include "launcher/elastic_sync.h"
 #include "launcher/free_port.h"
 #include "launcher/rank_output.h"
+#include "launcher/store_link.h"
 #include "lockstep/store/tcp_store.h"
 
 namespace lockstep::launcher {
@@ -17,7 +18,6 @@ using std::chrono::milliseconds;
 constexpr milliseconds kPoll{50};            // how often the host looks at the registrations
 constexpr milliseconds kEntryWait{2000};     // between a registration's count and its entry
 constexpr milliseconds kStoreCall{2000};
-constexpr milliseconds kSlice{500};         // longest uninterruptible wait
 
 void say(const std::string& line) {
   write_all(2, "lockstep run: " + line + "\n");

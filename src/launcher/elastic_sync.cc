@@ -10,6 +10,7 @@
 #include "launcher/elastic_keys.h"
 #include "launcher/rank_output.h"
 #include "launcher/signals.h"
+#include "launcher/store_link.h"
 #include "lockstep/store/tcp_store.h"
 #include "net/bind.h"
 #include "net/socket.h"
@@ -20,8 +21,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr milliseconds kSlice{500};          // longest uninterruptible wait
-constexpr milliseconds kConnectSlice{1000};  // one connection try
 constexpr milliseconds kLeaveGrace{15'000};  // the host waits this long past --term-timeout
 
 bool is_loopback(const std::string& host) {
@@ -97,32 +96,30 @@ bool ElasticSync::try_to_host() {
 }
 
 void ElasticSync::connect() {
-  Deadline deadline = Deadline::after(options_.rdzv_timeout);
-  auto next_note = Clock::now() + seconds(10);
-  for (;;) {
-    check_signals();
-    try {
-      store_ = std::make_unique<TcpStore>(TcpStoreOptions{
-          .host = store_host_,
-          .port = static_cast<uint16_t>(store_port()),
-          .timeout = std::min(kConnectSlice, std::max(deadline.remaining(), milliseconds(1))),
-          .secret = options_.secret});
-      store_->set_timeout(kSlice * 4);
-      return;
-    } catch (const TimeoutError& e) {
-      if (deadline.expired())
-        throw TimeoutError(detail::concat(
-            "this node could not reach the elastic job's store at ", store_host_, ":",
-            store_port(), " within --rdzv-timeout (", e.what(),
-            "). Start the launcher on the host with that address (--master-addr) first, with "
-            "the same --master-port, or raise --rdzv-timeout"));
-    }
-    if (Clock::now() >= next_note) {
-      say(detail::concat("still waiting for the elastic job's store at ", store_host_, ":",
-                         store_port()));
-      next_note = Clock::now() + seconds(10);
-    }
-  }
+  store_ = connect_store(
+      {.host = store_host_,
+       .port = store_port(),
+       .secret = options_.secret,
+       .gave_up =
+           [&](const std::string& last) {
+             return detail::concat(
+                 "this node could not reach the elastic job's store at ", store_host_, ":",
+                 store_port(), " within --rdzv-timeout (", last,
+                 "). Start the launcher on the host with that address (--master-addr) first, "
+                 "with the same --master-port, or raise --rdzv-timeout");
+           },
+       .still_waiting =
+           [&] {
+             say(detail::concat("still waiting for the elastic job's store at ", store_host_,
+                                ":", store_port()));
+           }},
+      Deadline::after(options_.rdzv_timeout), signals_);
+}
+
+void ElasticSync::check_signals() { throw_if_interrupted(signals_); }
+
+bool ElasticSync::wait_keys(const std::vector<std::string>& keys, Deadline deadline) {
+  return launcher::wait_keys(*store_, signals_, keys, deadline);
 }
 
 int ElasticSync::store_port() const {
@@ -131,23 +128,6 @@ int ElasticSync::store_port() const {
 
 TcpStore& ElasticSync::store() {
   return *store_;
-}
-
-void ElasticSync::check_signals() {
-  signals_.drain();
-  if (signals_.first_termination() != 0) throw Interrupted(signals_.first_termination());
-}
-
-bool ElasticSync::wait_keys(const std::vector<std::string>& keys, Deadline deadline) {
-  for (;;) {
-    check_signals();
-    try {
-      store_->wait(keys, std::min(kSlice, std::max(deadline.remaining(), milliseconds(1))));
-      return true;
-    } catch (const TimeoutError&) {
-      if (deadline.expired()) return false;
-    }
-  }
 }
 
 void ElasticSync::lost_store(const std::exception& e, const char* during) const {

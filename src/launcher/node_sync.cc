@@ -8,6 +8,7 @@
 #include "launcher/free_port.h"
 #include "launcher/rank_output.h"
 #include "launcher/signals.h"
+#include "launcher/store_link.h"
 #include "lockstep/store/tcp_store.h"
 #include "net/bind.h"
 #include "net/socket.h"
@@ -18,8 +19,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr milliseconds kSlice{500};          // longest uninterruptible wait
-constexpr milliseconds kConnectSlice{1000};  // one connection try
 constexpr milliseconds kLeaveGrace{15'000};  // node 0 waits this long past --term-timeout
 
 std::string key(int attempt, const std::string& rest) {
@@ -75,6 +74,37 @@ int NodeSync::store_port() const {
   return server_ ? server_->port() : options_.master_port;
 }
 
+void NodeSync::connect() {
+  const std::string host = server_ ? own_store_host_ : options_.master_addr;
+  const int node = options_.node_rank;
+  store_ = connect_store(
+      {.host = host,
+       .port = store_port(),
+       .secret = options_.secret,
+       .call_timeout = std::max(options_.rdzv_timeout, milliseconds(kSlice)),
+       .gave_up =
+           [&](const std::string& last) {
+             return detail::concat(
+                 "node ", node, " could not reach node 0's store at ", host, ":", store_port(),
+                 " within --rdzv-timeout (", last,
+                 "). Start node 0 (--node-rank 0) with the same --master-addr and --master-port, "
+                 "or raise --rdzv-timeout");
+           },
+       .still_waiting =
+           [&] {
+             write_all(2, detail::concat("lockstep run: node ", node,
+                                         " still waiting for node 0's store at ", host, ":",
+                                         store_port(), "\n"));
+           }},
+      Deadline::after(options_.rdzv_timeout), signals_);
+}
+
+void NodeSync::check_signals() { throw_if_interrupted(signals_); }
+
+bool NodeSync::wait_keys(const std::vector<std::string>& keys, Deadline deadline) {
+  return launcher::wait_keys(*store_, signals_, keys, deadline);
+}
+
 TcpStore& NodeSync::store() {
   if (!store_)
     store_ = std::make_unique<TcpStore>(TcpStoreOptions{.host = own_store_host_,
@@ -82,55 +112,6 @@ TcpStore& NodeSync::store() {
                                                         .timeout = kSlice * 4,
                                                         .secret = options_.secret});
   return *store_;
-}
-
-void NodeSync::connect() {
-  std::string host = server_ ? own_store_host_ : options_.master_addr;
-  Deadline deadline = Deadline::after(options_.rdzv_timeout);
-  auto next_note = Clock::now() + seconds(10);
-  for (;;) {
-    check_signals();
-    try {
-      store_ = std::make_unique<TcpStore>(TcpStoreOptions{
-          .host = host,
-          .port = static_cast<uint16_t>(store_port()),
-          .timeout = std::min(kConnectSlice, std::max(deadline.remaining(), milliseconds(1))),
-          .secret = options_.secret});
-      store_->set_timeout(std::max(options_.rdzv_timeout, milliseconds(kSlice)));
-      return;
-    } catch (const TimeoutError& e) {
-      if (deadline.expired())
-        throw TimeoutError(detail::concat(
-            "node ", options_.node_rank, " could not reach node 0's store at ", host, ":",
-            store_port(), " within --rdzv-timeout (", e.what(),
-            "). Start node 0 (--node-rank 0) with the same --master-addr and --master-port, "
-            "or raise --rdzv-timeout"));
-    }
-    if (Clock::now() >= next_note) {
-      write_all(2, detail::concat("lockstep run: node ", options_.node_rank,
-                                  " still waiting for node 0's store at ", host, ":", store_port(),
-                                  "\n"));
-      next_note = Clock::now() + seconds(10);
-    }
-  }
-}
-
-void NodeSync::check_signals() {
-  signals_.drain();
-  if (signals_.first_termination() != 0) throw Interrupted(signals_.first_termination());
-}
-
-// Waits for keys in short slices (so signals get through). False when the deadline passed.
-bool NodeSync::wait_keys(const std::vector<std::string>& keys, Deadline deadline) {
-  for (;;) {
-    check_signals();
-    try {
-      store_->wait(keys, std::min(kSlice, deadline.remaining()));
-      return true;
-    } catch (const TimeoutError&) {
-      if (deadline.expired()) return false;
-    }
-  }
 }
 
 WorldLayout NodeSync::join(int previous) {

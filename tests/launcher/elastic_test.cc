@@ -97,8 +97,8 @@ TEST(LauncherElastic, TwoNodesOfOneToThreeStartTogether) {
   Child second(lockstep_run(elastic_args("1:3", port, more)));
   ProcessResult a = first.wait(seconds(60));
   ProcessResult b = second.wait(seconds(60));
-  ASSERT_EQ(a.exit_code, 0) << a.output;
-  ASSERT_EQ(b.exit_code, 0) << b.output;
+  ASSERT_EQ(a.exit_code, 0) << a.output << "\n--- the other node:\n" << b.output;
+  ASSERT_EQ(b.exit_code, 0) << b.output << "\n--- the other node:\n" << a.output;
   std::set<int> ranks, group_ranks;
   for (const auto* r : {&a, &b}) {
     auto envs = rank_envs(r->output);

@@ -26,7 +26,7 @@ class FlatMesh {
   void with_op(const Op& identity, Fn fn) {
     transport_->begin_op(identity);
     fn(*transport_, scratch_);
-    transport_->end_op();
+    transport_->finish_op();
   }
 
   // After a failure: sends abort frames (the backend leaves the store note first). Never throws.

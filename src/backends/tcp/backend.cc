@@ -19,7 +19,7 @@ class TcpBackend final : public BackendBase {
     guarded(op, [&] {
       transport_->begin_op(op);
       run_collective(*transport_, scratch_, op);
-      transport_->end_op();
+      transport_->finish_op();
     });
   }
 

@@ -173,8 +173,13 @@ bool Connection::read_payload(RecvItem& item) {
 
 std::optional<MessageHeader> Connection::peek_header() {
   if (in_payload_ || !recvs_.empty()) return std::nullopt;
-  if (inbox_size() < kHeaderBytes && fill_inbox(kHeaderBytes - inbox_size()) <= 0)
-    return std::nullopt;
+  if (inbox_size() < kHeaderBytes) {
+    const ssize_t r = fill_inbox(kHeaderBytes - inbox_size());
+    // An error is reported once by the socket: raise it now rather than lose it. A close is
+    // sticky, and left to inspect_close.
+    if (r < 0 && !would_block(errno)) throw_read_failure(r);
+    if (r <= 0) return std::nullopt;
+  }
   if (inbox_size() < kHeaderBytes) return std::nullopt;
   MessageHeader h;
   std::memcpy(&h, inbox_.data() + inbox_begin_, kHeaderBytes);

@@ -78,9 +78,10 @@ class Connection {
   // open. Afterwards the socket is closed and later receives consume the inbox.
   std::optional<PeerEvent> inspect_close();
 
-  // Between frames with no receive posted: reads (never blocking, never throwing) what has arrived
-  // of the next frame's header into the inbox, and returns it once whole if it is a data frame.
-  // A later receive consumes it as usual; a close or error is left to inspect_close.
+  // Between frames with no receive posted: reads (never blocking) what has arrived of the next
+  // frame's header into the inbox, and returns it once whole if it is a data frame. A later
+  // receive consumes it as usual. A socket error throws PeerEvent (reset); a close is left to
+  // inspect_close.
   std::optional<MessageHeader> peek_header();
   // Whether the inbox already holds the next frame's whole header (nothing more to peek).
   bool header_buffered() const {

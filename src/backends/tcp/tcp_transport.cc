@@ -22,6 +22,7 @@ TcpTransport::TcpTransport(std::vector<std::unique_ptr<Connection>> conns,
 
 void TcpTransport::begin_op(const Op& op) {
   op_ = &op;
+  polled_this_op_ = false;
   op_started_ = Clock::now();
   expected_ = data_header(op, 0);
   finished_.clear();
@@ -32,6 +33,28 @@ void TcpTransport::end_op() {
   op_ = nullptr;
   finished_.clear();
   outstanding_ = 0;
+}
+
+void TcpTransport::finish_op() {
+  if (!polled_this_op_) {
+    pollfds_.clear();
+    polled_.clear();
+    for (auto& c : conns_) {
+      if (!c || !c->open()) continue;
+      pollfds_.push_back({c->fd(), POLLRDHUP, 0});
+      polled_.push_back(c.get());
+    }
+    if (!pollfds_.empty() && ::poll(pollfds_.data(), pollfds_.size(), 0) > 0)
+      for (size_t i = 0; i < pollfds_.size(); ++i) {
+        if ((pollfds_[i].revents & kCloseEvents) == 0 || polled_[i]->has_recvs()) continue;
+        try {
+          if (auto e = polled_[i]->inspect_close()) on_close_event(*polled_[i], *e);
+        } catch (const PeerEvent& e) {
+          fail(*polled_[i], e);
+        }
+      }
+  }
+  end_op();
 }
 
 std::string TcpTransport::op_name() const {
@@ -146,6 +169,7 @@ void TcpTransport::progress() {
   // Blocks at once: spinning first (poll with no timeout for ~20-200 us) measured no better on
   // loopback and takes the core from the peer when ranks outnumber cores.
   int rc = ::poll(pollfds_.data(), pollfds_.size(), op_ ? op_->deadline.poll_ms() : 1000);
+  polled_this_op_ = true;
   if (rc < 0) {
     if (errno == EINTR) return;
     throw NetworkError(op_name() + ": poll failed: " + net::errno_text(errno));
@@ -176,7 +200,9 @@ void TcpTransport::service(Connection& c, short revents) {
 void TcpTransport::check_early_frame(Connection& c) const {
   auto h = c.peek_header();
   const auto p2p = [](OpKind k) { return k == OpKind::send || k == OpKind::recv; };
-  if (!h || !op_ || p2p(op_->kind) || p2p(h->kind) ||
+  // A side exchange (kSideExchangeTag: the DETAIL fingerprint exchange, an all_gather under the
+  // op's number) is in another kind legitimately.
+  if (!h || !op_ || p2p(op_->kind) || p2p(h->kind) || h->tag != 0 || op_->tag != 0 ||
       h->seq != op_->seq || h->kind == op_->kind)
     return;
   if (auto text = header_mismatch(*h, h->payload_bytes,

@@ -4,6 +4,8 @@
 // in the whole group; every other rank fails too, at once, with the cause.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "hier_test_util.h"
 
 namespace lockstep::testing {
@@ -83,10 +85,11 @@ TEST(HierMismatch, OpKindDiffersBetweenHosts) {
 // The case: rank 1 calls broadcast then all_reduce, the others the reverse. Rank 1 runs
 // its broadcast on the flat mesh while rank 0 waits for it in the host's shm stage: the ranks of
 // host a must find the mismatch at once, as shm and tcp do, and name both calls.
-TEST(HierMismatch, OrderDiffersWithinAHost) {
-  auto outcomes = run_ranks("a,a,b,b", [](ProcessGroup& pg) {
+// Ranks for which broadcast_first says so call broadcast, then all_reduce; the others the reverse.
+std::vector<Outcome> in_different_orders(const std::function<bool(int)>& broadcast_first) {
+  return run_ranks("a,a,b,b", [&](ProcessGroup& pg) {
     std::vector<float> x(1024, 1.0f);
-    if (pg.rank() == 1) {
+    if (broadcast_first(pg.rank())) {
       pg.broadcast(view(x), {.root = 0})->wait();
       pg.all_reduce(view(x))->wait();
     } else {
@@ -94,6 +97,10 @@ TEST(HierMismatch, OrderDiffersWithinAHost) {
       pg.broadcast(view(x), {.root = 0})->wait();
     }
   });
+}
+
+TEST(HierMismatch, OrderDiffersWithinAHost) {
+  auto outcomes = in_different_orders([](int rank) { return rank == 1; });
   expect_all_fail_fast(outcomes);
   for (size_t r = 0; r < outcomes.size(); ++r) {
     const Outcome& o = outcomes[r];
@@ -115,16 +122,7 @@ TEST(HierMismatch, OrderDiffersWithinAHost) {
 // early frame carries all_reduce #0 where they are in broadcast #0 ([Early frames] in
 // tcp_transport.h), so every rank fails at once instead of at the deadline.
 TEST(HierMismatch, OrderDiffersBetweenWholeHosts) {
-  auto outcomes = run_ranks("a,a,b,b", [](ProcessGroup& pg) {
-    std::vector<float> x(1024, 1.0f);
-    if (pg.rank() >= 2) {
-      pg.broadcast(view(x), {.root = 0})->wait();
-      pg.all_reduce(view(x))->wait();
-    } else {
-      pg.all_reduce(view(x))->wait();
-      pg.broadcast(view(x), {.root = 0})->wait();
-    }
-  });
+  auto outcomes = in_different_orders([](int rank) { return rank >= 2; });
   expect_all_fail_fast(outcomes);
   for (size_t r = 0; r < outcomes.size(); ++r) {
     const Outcome& o = outcomes[r];
