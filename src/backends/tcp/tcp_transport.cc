@@ -11,6 +11,9 @@ namespace lockstep::tcp {
 namespace {
 
 constexpr short kCloseEvents = POLLRDHUP | POLLHUP | POLLERR;
+// [Early frames] are looked for once an op has waited this long: an op that is only slow pays
+// nothing on its fast path, and an order mismatch is a hang otherwise.
+constexpr milliseconds kEarlyFramesAfter{50};
 // How long a rank that saw a peer vanish looks for the reason another rank left in the store.
 constexpr milliseconds kAbortNoteWait{150};
 
@@ -157,18 +160,21 @@ void TcpTransport::progress() {
   if (pump_buffered()) return;
   pollfds_.clear();
   polled_.clear();
+  const bool early_frames = op_ && Clock::now() - op_started_ >= kEarlyFramesAfter;
   for (auto& c : conns_) {
     if (!c || !c->open()) continue;
     short events = POLLRDHUP;
     // A peer this rank does not read from now: its next header is peeked ([Early frames]).
-    if (c->has_recvs() || (op_ && !c->header_buffered())) events |= POLLIN;
+    if (c->has_recvs() || (early_frames && !c->header_buffered())) events |= POLLIN;
     if (c->has_sends()) events |= POLLOUT;
     pollfds_.push_back({c->fd(), events, 0});
     polled_.push_back(c.get());
   }
   // Blocks at once: spinning first (poll with no timeout for ~20-200 us) measured no better on
   // loopback and takes the core from the peer when ranks outnumber cores.
-  int rc = ::poll(pollfds_.data(), pollfds_.size(), op_ ? op_->deadline.poll_ms() : 1000);
+  // Until early frames are looked for, wake when they are to be.
+  const int cap_ms = op_ && !early_frames ? static_cast<int>(kEarlyFramesAfter.count()) : 1 << 30;
+  int rc = ::poll(pollfds_.data(), pollfds_.size(), op_ ? op_->deadline.poll_ms(cap_ms) : 1000);
   polled_this_op_ = true;
   if (rc < 0) {
     if (errno == EINTR) return;

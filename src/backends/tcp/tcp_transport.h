@@ -71,9 +71,10 @@ class TcpTransport final : public Transport {
   void progress();
   bool pump_buffered();
   void service(Connection& c, short revents);
-  // [Early frames] A data frame from a peer this rank does not read from now: when it belongs to
-  // a collective with the current op's number but of another kind, the ranks called collectives
-  // in a different order (throws MismatchError); otherwise it waits for a later op's receive.
+  // [Early frames] A data frame from a peer this rank does not read from now (looked for once the
+  // op has waited 50 ms): when it belongs to a collective with the current op's number but of
+  // another kind, the ranks called collectives in a different order (throws MismatchError);
+  // otherwise it waits for a later op's receive.
   void check_early_frame(Connection& c) const;
   void on_close_event(Connection& c, const PeerEvent& e);
   void complete(const std::vector<Request>& ids);
