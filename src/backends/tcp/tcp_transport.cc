@@ -26,6 +26,7 @@ TcpTransport::TcpTransport(std::vector<std::unique_ptr<Connection>> conns,
 void TcpTransport::begin_op(const Op& op) {
   op_ = &op;
   polled_this_op_ = false;
+  received_this_op_ = false;
   op_started_ = Clock::now();
   expected_ = data_header(op, 0);
   finished_.clear();
@@ -39,7 +40,7 @@ void TcpTransport::end_op() {
 }
 
 void TcpTransport::finish_op() {
-  if (!polled_this_op_) {
+  if (!polled_this_op_ && received_this_op_) {
     pollfds_.clear();
     polled_.clear();
     for (auto& c : conns_) {
@@ -99,6 +100,7 @@ Transport::Request TcpTransport::post_send(int peer, const void* data, size_t by
 
 Transport::Request TcpTransport::post_recv(int peer, void* data, size_t bytes) {
   Connection& c = conn(peer, "post_recv");
+  received_this_op_ = true;
   Request id = finished_.size();
   finished_.push_back(0);
   ++outstanding_;

@@ -46,10 +46,11 @@ class TcpTransport final : public Transport {
   // ids are only valid within one op. op must outlive end_op.
   void begin_op(const Op& op);
   void end_op();
-  // end_op for an op whose every message went through: when all its data had arrived before it
-  // began (read ahead), no poll saw the peers' sockets during it, so it looks once at their close
-  // events first. A peer that aborted the group meanwhile fails the op here, as it would have
-  // had the op waited for anything.
+  // end_op for an op whose every message went through: when all it received had arrived before
+  // it began (read ahead), no poll saw the peers' sockets during it, so it looks once at their
+  // close events first. A peer that aborted the group meanwhile fails the op here, as it would
+  // have had the op waited for anything. (An op that only sends completes on its own, as eager
+  // sends do.)
   void finish_op();
 
   Request post_send(int peer, const void* data, size_t bytes) override;
@@ -96,7 +97,8 @@ class TcpTransport final : public Transport {
   std::vector<Request> done_;  // scratch for pump calls
   std::vector<pollfd> pollfds_;
   std::vector<Connection*> polled_;
-  bool polled_this_op_ = false;  // whether progress() polled the sockets during the current op
+  bool polled_this_op_ = false;    // whether progress() polled the sockets during the current op
+  bool received_this_op_ = false;  // whether the current op posted a receive
 };
 
 }  // namespace lockstep::tcp
