@@ -19,10 +19,6 @@ constexpr milliseconds kPoll{50};            // how often the host looks at the 
 constexpr milliseconds kEntryWait{2000};     // between a registration's count and its entry
 constexpr milliseconds kStoreCall{2000};
 
-void say(const std::string& line) {
-  write_all(2, "lockstep run: " + line + "\n");
-}
-
 }  // namespace
 
 // Reads registrations seen+1..count of the round into `joined` (one whose entry never comes, its

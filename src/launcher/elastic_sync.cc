@@ -34,10 +34,6 @@ std::string make_run_id() {
   return out.str().substr(0, 12);
 }
 
-void say(const std::string& line) {
-  write_all(2, "lockstep run: " + line + "\n");
-}
-
 }  // namespace
 
 ElasticSync::ElasticSync(const LaunchOptions& options, SignalCatcher& signals)

@@ -18,10 +18,6 @@
 namespace lockstep::launcher {
 namespace {
 
-void say(const std::string& line) {
-  write_all(2, "lockstep run: " + line + "\n");
-}
-
 // OMP_NUM_THREADS for the ranks when the user has not set it; says so once.
 std::optional<int> omp_threads(const LaunchOptions& o) {
   if (std::getenv("OMP_NUM_THREADS")) return std::nullopt;

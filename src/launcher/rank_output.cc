@@ -74,4 +74,8 @@ void write_all(int fd, std::string_view data) {
   }
 }
 
+void say(const std::string& line) {
+  write_all(2, "lockstep run: " + line + "\n");
+}
+
 }  // namespace lockstep::launcher

@@ -70,4 +70,7 @@ class RankOutput {
 // console must not stop the job).
 void write_all(int fd, std::string_view data);
 
+// The launcher's own line on stderr: "lockstep run: <line>".
+void say(const std::string& line);
+
 }  // namespace lockstep::launcher

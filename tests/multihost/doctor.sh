@@ -13,19 +13,14 @@
 # Skips (exit 77) where namespaces cannot be made. Removes every namespace and file it made on exit.
 #   tests/multihost/doctor.sh BUILD_DIR
 set -uo pipefail
-build=$(cd "$1" && pwd)
-root=$(cd "$(dirname "$0")/../.." && pwd)
-hosts="$root/scripts/netns_hosts.sh"
-"$hosts" check || exit $?
-fixture="ls$$"
-out=$(mktemp -d)
-netns_etc="/etc/netns/${fixture}-h1"
+netns_etc="/etc/netns/ls$$-h1"
 made_etc_netns=0
 [ -d /etc/netns ] || made_etc_netns=1
-trap '"$hosts" down "$fixture"; rm -rf "$out" "$netns_etc"
-      [ "$made_etc_netns" = 1 ] && rmdir /etc/netns 2>/dev/null' EXIT
-"$hosts" up "$fixture" 3 || exit 1
-master=$("$hosts" addr 0)
+fixture_cleanup_extra() {
+  rm -rf "$netns_etc"
+  [ "$made_etc_netns" = 1 ] && rmdir /etc/netns 2>/dev/null
+}
+source "$(dirname "$0")/fixture.sh" "$1" 3
 port=29700
 failures=0
 

@@ -16,23 +16,8 @@
 # cannot be made; removes every namespace it made on exit.
 #   tests/multihost/elastic.sh BUILD_DIR
 set -uo pipefail
-build=$(cd "$1" && pwd)
-root=$(cd "$(dirname "$0")/../.." && pwd)
-hosts="$root/scripts/netns_hosts.sh"
-"$hosts" check || exit $?
-
-fixture="ls$$"  # netns_hosts.sh names fixtures ls<pid> (their owner)
-out=$(mktemp -d)
+source "$(dirname "$0")/fixture.sh" "$1" 3
 cd "$out" || exit 1  # the ranks' flight-recorder dumps (lockstep-trace/) go here
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  "$hosts" down "$fixture"
-  rm -rf "$out"
-}
-trap cleanup EXIT
-"$hosts" up "$fixture" 3 || exit 1
-master=$("$hosts" addr 0)
 port=29650      # the elastic job's store
 ref_port=29651  # the reference job's store
 failures=0

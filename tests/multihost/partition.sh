@@ -14,24 +14,9 @@
 # Skips (exit 77) where namespaces cannot be made. Removes every namespace it made on exit.
 #   tests/multihost/partition.sh BUILD_DIR
 set -uo pipefail
-build=$(cd "$1" && pwd)
-root=$(cd "$(dirname "$0")/../.." && pwd)
-hosts="$root/scripts/netns_hosts.sh"
-"$hosts" check || exit $?
+[ -x "$1/tests/multihost_job" ] || { echo "skip: $1/tests/multihost_job is not built"; exit 77; }
+source "$(dirname "$0")/fixture.sh" "$1" 3
 loop="$build/tests/multihost_job"
-[ -x "$loop" ] || { echo "skip: $loop is not built"; exit 77; }
-
-fixture="ls$$"
-out=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  "$hosts" down "$fixture"
-  rm -rf "$out"
-}
-trap cleanup EXIT
-"$hosts" up "$fixture" 3 || exit 1
-master=$("$hosts" addr 0)
 port=29700
 failures=0
 bound=10     # LOCKSTEP_LINK_TIMEOUT's default, seconds: a rank must fail within bound + 2 s

@@ -11,17 +11,9 @@
 # Skips (exit 77) where namespaces cannot be made. Removes every namespace it made on exit.
 #   tests/multihost/three_hosts.sh BUILD_DIR
 set -uo pipefail
-build=$(cd "$1" && pwd)
-root=$(cd "$(dirname "$0")/../.." && pwd)
-hosts="$root/scripts/netns_hosts.sh"
-"$hosts" check || exit $?
-fixture="ls$$"
-trap '"$hosts" down "$fixture"' EXIT
-"$hosts" up "$fixture" 3 || exit 1
-master=$("$hosts" addr 0)
+source "$(dirname "$0")/fixture.sh" "$1" 3
 port=29500
 failures=0
-out=$(mktemp -d)
 
 # Runs "$@" (a program and its arguments) as a 3-node job, 2 ranks per node; node i's output goes
 # to $out/<label>.<i>. Returns the number of nodes that failed.

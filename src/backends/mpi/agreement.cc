@@ -14,7 +14,7 @@ namespace {
 
 // The fields of a descriptor, in order.
 enum Field { kKind, kVariable, kSeq, kDType, kReduceOp, kRoot, kBytes, kChecksum, kFields };
-using Descriptor = std::array<int64_t, kFields>;
+static_assert(kFields == kDescriptorFields);
 
 constexpr const char* kFieldNames[kFields] = {"op",         "op",   "sequence number",
                                               "dtype",      "reduce op", "root",
@@ -27,6 +27,8 @@ bool rooted(OpKind k) {
   return k == OpKind::broadcast || k == OpKind::reduce || k == OpKind::gather ||
          k == OpKind::scatter;
 }
+
+}  // namespace
 
 Descriptor describe(const Op& op) {
   uint64_t bytes = op.agreed_bytes();
@@ -43,6 +45,8 @@ Descriptor describe(const Op& op) {
           // all_to_all_v's counts differ by rank by design: check_pairs checks them.
           op.kind == OpKind::all_to_all ? 0 : op.counts_checksum()};
 }
+
+namespace {
 
 // "all_reduce #3 (f32, sum, 4000 bytes)" from a descriptor.
 std::string text_of(const Descriptor& d) {
@@ -62,7 +66,7 @@ std::vector<int64_t> allgather(const int64_t* mine, int count, int size, MPI_Com
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Iallgather(mine, count, MPI_INT64_T, all.data(), count, MPI_INT64_T, comm,
                            &request),
-            c.what, c.rank, "MPI_Iallgather (agreement check)");
+            c.what_text(), c.rank, "MPI_Iallgather (agreement check)");
   wait_request(request, c, "MPI_Iallgather (agreement check)");
   return all;
 }
@@ -96,12 +100,10 @@ void check_pairs(const Op& op, MPI_Comm comm, int size, const WaitContext& c) {
 
 }  // namespace
 
-void check_agreement(const Op& op, MPI_Comm comm, int size, const WaitContext& c) {
+void check_descriptors(const Op& op, std::span<const Descriptor> all, const WaitContext& c) {
   const Descriptor mine = describe(op);
-  const std::vector<int64_t> all = allgather(mine.data(), kFields, size, comm, c);
-  for (int r = 0; r < size; ++r) {
-    Descriptor theirs;
-    std::copy_n(all.begin() + static_cast<long>(r) * kFields, kFields, theirs.begin());
+  for (size_t r = 0; r < all.size(); ++r) {
+    const Descriptor& theirs = all[r];
     for (int f = 0; f < kFields; ++f)
       if (theirs[f] != mine[f])
         throw_mismatch(detail::concat("rank ", c.rank, " called ", text_of(mine), " but rank ", r,
@@ -109,6 +111,19 @@ void check_agreement(const Op& op, MPI_Comm comm, int size, const WaitContext& c
                                       " differs)"),
                        c);
   }
+}
+
+void check_agreement(const Op& op, MPI_Comm comm, int size, const WaitContext& c) {
+  const Descriptor mine = describe(op);
+  const std::vector<int64_t> all = allgather(mine.data(), kFields, size, comm, c);
+  std::vector<Descriptor> descriptors(static_cast<size_t>(size));
+  for (size_t r = 0; r < descriptors.size(); ++r)
+    std::copy_n(all.begin() + static_cast<long>(r) * kFields, kFields, descriptors[r].begin());
+  check_descriptors(op, descriptors, c);
+  check_counts_pairs(op, comm, size, c);
+}
+
+void check_counts_pairs(const Op& op, MPI_Comm comm, int size, const WaitContext& c) {
   if (op.kind == OpKind::all_to_all && op.variable) check_pairs(op, comm, size, c);
 }
 

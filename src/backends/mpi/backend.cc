@@ -1,14 +1,17 @@
-// MpiBackend: runs each op on the group's communicator (collectives: one nonblocking MPI call
-// after the agreement check; send/recv: p2p.h), waits with the op's deadline, and turns a failure
+// MpiBackend: runs each op on the group's communicator (collectives: the agreement blocks, then,
+// unless the op travelled in them, one nonblocking MPI call; send/recv: p2p.h), waits with the
+// op's deadline, and turns a failure
 // on this rank into an abort note in the store, so that peers waiting in MPI fail fast with the
 // root cause instead of at their deadline.
 #include "backends/mpi/backend.h"
 #include "backends/mpi/p2p_channel.h"
 
 #include "backends/mpi/agreement.h"
+#include "backends/mpi/block_exchange.h"
 #include "backends/mpi/collectives.h"
 #include "backends/mpi/communicator.h"
 #include "backends/mpi/p2p.h"
+#include "backends/mpi/piggyback.h"
 #include "backends/mpi/wait.h"
 #include "lockstep/core/error.h"
 
@@ -23,7 +26,11 @@ class MpiBackend final : public BackendBase {
   explicit MpiBackend(const GroupConfig& config)
       : BackendBase("mpi", config),
         comm_(config),
-        p2p_(comm_.get()) {}
+        p2p_(comm_.get()) {
+    if (size() > 1 && size() <= kDirectRanks)
+      blocks_ = std::make_unique<BlockExchange>(comm_.get(), rank(), size(),
+                                                piggyback_capacity(size()));
+  }
 
   void check(const Op& op) const override {
     if (op.kind == OpKind::send || op.kind == OpKind::recv) checked_tag(op);
@@ -31,7 +38,7 @@ class MpiBackend final : public BackendBase {
   }
 
   void run(const Op& op) override {
-    const WaitContext context{.what = op.describe(),
+    const WaitContext context{.op = &op,
                               .deadline = op.deadline,
                               .group = config().name,
                               .rank = rank(),
@@ -58,7 +65,16 @@ class MpiBackend final : public BackendBase {
 
  private:
   void run_collective(const Op& op, const WaitContext& context) {
-    check_agreement(op, comm_.get(), size(), context);
+    if (!blocks_) {
+      check_agreement(op, comm_.get(), size(), context);
+    } else if (piggybacks(op, size())) {
+      blocks_->run(op, write_contribution(op, rank(), blocks_->own_payload()), context);
+      finish_from_blocks(op, *blocks_, rank(), size(), scratch_);
+      return;
+    } else {
+      blocks_->run(op, 0, context);
+      check_counts_pairs(op, comm_.get(), size(), context);
+    }
     Started started = start_collective(op, comm_.get(), rank(), scratch_);
     wait_request(started.request, context, started.call);
     finish_collective(op, rank(), size());
@@ -71,6 +87,7 @@ class MpiBackend final : public BackendBase {
 
   Communicator comm_;
   PointToPoint p2p_;
+  std::unique_ptr<BlockExchange> blocks_;  // groups of 2 to kDirectRanks ranks
   Scratch scratch_;
 };
 

@@ -51,10 +51,10 @@ void PointToPoint::send(const Op& op, const WaitContext& c) {
     pending_bytes_ -= pending_.front().data.size();
     pending_.pop_front();
   }
-  Pending p{.data = std::vector<std::byte>(bytes), .what = c.what};
+  Pending p{.data = std::vector<std::byte>(bytes), .what = c.what_text()};
   if (bytes > 0) std::memcpy(p.data.data(), op.input, bytes);
-  check_mpi(MPI_Isend(p.data.data(), count, datatype_of(op.dtype), op.peer, tag, comm_, &p.request),
-            c.what, c.rank, "MPI_Isend");
+  check_call(MPI_Isend(p.data.data(), count, datatype_of(op.dtype), op.peer, tag, comm_, &p.request),
+             c, "MPI_Isend");
   pending_bytes_ += bytes;
   pending_.push_back(std::move(p));
 }
@@ -67,8 +67,8 @@ void PointToPoint::recv(const Op& op, const WaitContext& c) {
   wait_until(
       [&] {
         int found = 0;
-        check_mpi(MPI_Improbe(op.peer, MPI_ANY_TAG, comm_, &found, &message, &status), c.what,
-                  c.rank, "MPI_Improbe");
+        check_call(MPI_Improbe(op.peer, MPI_ANY_TAG, comm_, &found, &message, &status), c,
+                   "MPI_Improbe");
         return found != 0;
       },
       c);
@@ -87,8 +87,8 @@ void PointToPoint::recv(const Op& op, const WaitContext& c) {
         "tag and the size"));
   }
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Imrecv(op.output, count, datatype_of(op.dtype), &message, &request), c.what,
-            c.rank, "MPI_Imrecv");
+  check_call(MPI_Imrecv(op.output, count, datatype_of(op.dtype), &message, &request), c,
+             "MPI_Imrecv");
   wait_request(request, c, "MPI_Imrecv");
 }
 

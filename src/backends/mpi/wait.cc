@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "backends/mpi/errors.h"
@@ -20,10 +21,28 @@ constexpr uint64_t kYieldNanosPerByte = 2;
 constexpr std::chrono::microseconds kFirstSleep{20};
 constexpr std::chrono::microseconds kMaxSleep{1000};
 constexpr milliseconds kAbortCheckEvery{100};
+// [Waiting] Polls without pause before the first yield (on a host that is not oversubscribed).
+constexpr std::chrono::microseconds kSpin{50};
+
+int local_ranks() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "LOCAL_WORLD_SIZE"})
+    if (const char* v = std::getenv(name)) {
+      const int n = std::atoi(v);
+      if (n > 0) return n;
+    }
+  return -1;
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::thread::hardware_concurrency());
+}
 
 [[noreturn]] void throw_timeout(const WaitContext& c) {
   throw TimeoutError(detail::concat(
-      "mpi backend: ", c.what, " on rank ", c.rank, " of group '", c.group,
+      "mpi backend: ", c.what_text(), " on rank ", c.rank, " of group '", c.group,
       "' timed out: not every rank of the group reached it before the deadline. MPI cannot name "
       "the missing ranks; check that every rank calls the same collectives in the same order, "
       "and raise LOCKSTEP_TIMEOUT (or the op's timeout) if a rank is merely slow"));
@@ -40,14 +59,30 @@ void check_abort_note(const WaitContext& c) {
     return;  // the store is gone: keep waiting, the deadline still bounds the wait
   }
   if (note)
-    throw NetworkError(detail::concat("mpi backend: ", c.what, " on rank ", c.rank,
+    throw NetworkError(detail::concat("mpi backend: ", c.what_text(), " on rank ", c.rank,
                                       " failed: the group was aborted by ", *note));
 }
 
 }  // namespace
 
+bool oversubscribed() {
+  static const bool over = [] {
+    const int ranks = local_ranks();
+    return ranks < 0 || ranks > usable_cores();
+  }();
+  return over;
+}
+
 void wait_until(const std::function<bool()>& poll, const WaitContext& c) {
+  if (poll()) return;
   const auto start = Clock::now();
+  if (!oversubscribed()) {
+    const auto spin_until = start + kSpin;
+    for (unsigned round = 1;; ++round) {
+      if (poll()) return;
+      if (round % 16 == 0 && Clock::now() >= spin_until) break;
+    }
+  }
   const auto yield_until =
       start + kMinYield + std::chrono::nanoseconds(c.bytes * kYieldNanosPerByte);
   auto next_check = start + kAbortCheckEvery;
@@ -75,7 +110,7 @@ void wait_request(MPI_Request& request, const WaitContext& c, const char* call,
     wait_until(
         [&] {
           int done = 0;
-          check_mpi(MPI_Test(&request, &done, &local), c.what, c.rank, call);
+          check_call(MPI_Test(&request, &done, &local), c, call);
           return done != 0;
         },
         c);

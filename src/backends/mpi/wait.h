@@ -2,7 +2,9 @@
 // MPI call whose request is tested until it completes, the op's deadline passes, or a peer
 // reports an abort.
 //
-// [Waiting] Test, then yield the core, for a while that grows with the bytes the op moves (MPI
+// [Waiting] On a host with a core for every rank, test without pause for the first kSpin (an MPI
+// call that is about to complete needs no system call: a yield costs microseconds on some VMs).
+// Then, and from the start on an oversubscribed host (more ranks than cores), test, then yield the core, for a while that grows with the bytes the op moves (MPI
 // progresses a transfer only inside MPI calls, so a large transfer needs frequent tests); after
 // that, sleep between tests, 20 us doubling up to 1 ms, so that a long wait for a slow peer costs
 // almost no CPU. Every 100 ms the wait also looks for an abort note in the store: a peer that
@@ -12,7 +14,9 @@
 #include <functional>
 #include <string>
 
+#include "backends/mpi/errors.h"
 #include "backends/mpi/mpi.h"
+#include "comm/op.h"
 #include "lockstep/core/deadline.h"
 #include "lockstep/store/store.h"
 
@@ -20,13 +24,27 @@ namespace lockstep::mpi {
 
 // Who is waiting: for error messages and the abort note.
 struct WaitContext {
-  std::string what;        // the op, as Op::describe() puts it
+  std::string what;        // what waits, when it is not an op
+  const Op* op = nullptr;  // the op that waits: its describe() names it, built only on an error
   Deadline deadline;       // the op's deadline
   std::string group;       // the group's name (the abort note's key)
   int rank = 0;            // this rank in the group
   Store* store = nullptr;  // where peers leave abort notes; null: not watched
   uint64_t bytes = 0;      // bytes the op moves (sets the yield window)
+
+  // The op as Op::describe() puts it, or `what`.
+  std::string what_text() const { return op ? op->describe() : what; }
 };
+
+// check_mpi for a call made while `context` waits: the op's text is built only for an error.
+inline void check_call(int code, const WaitContext& context, const char* call) {
+  if (code != MPI_SUCCESS) check_mpi(code, context.what_text(), context.rank, call);
+}
+
+// Whether this host runs more ranks of the job than this process may use cores (then a wait
+// yields at once): from the launcher's local rank count (Open MPI, MPICH, torchrun variables);
+// true when none is set.
+bool oversubscribed();
 
 // Calls poll() until it returns true. Throws TimeoutError when the deadline passes first, or
 // the abort note's error when a peer aborted the group. An exception from poll() propagates.

@@ -55,6 +55,21 @@ TEST(MpiErrors, CountMismatchFailsOnEveryRankAndBreaksTheGroup) {
   EXPECT_NE(later.find("the byte count differs"), std::string::npos) << later;
 }
 
+// Rank 0's all_reduce is small enough to travel in the agreement blocks, the others' is not: the
+// blocks still agree on their format, and every rank fails on the descriptors with its output
+// untouched.
+TEST(MpiErrors, CountMismatchAcrossThePiggybackLimit) {
+  auto sub = world().new_group(all_ranks());
+  const size_t count = world().rank() == 0 ? 16 : 5000;
+  TypedBuffer buf(DType::f32, count);
+  buf.fill([](size_t) { return 2; });
+  std::string m = message_of<MismatchError>([&] { sub->all_reduce(buf.view())->wait(); });
+  for (const char* part : {"all_reduce #0 (f32, sum, 64 bytes)", "all_reduce #0 (f32, sum, 20000 bytes)",
+                           "the byte count differs"})
+    EXPECT_NE(m.find(part), std::string::npos) << part << " missing from: " << m;
+  check_elements(buf, [](size_t) { return 2; }, "all_reduce output after a mismatch");
+}
+
 TEST(MpiErrors, OpAndRootMismatch) {
   auto sub = world().new_group(all_ranks());
   TypedBuffer buf(DType::i32, 4);
