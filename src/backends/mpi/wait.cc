@@ -1,6 +1,7 @@
 #include "backends/mpi/wait.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -33,11 +34,11 @@ int local_ranks() {
   return -1;
 }
 
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::thread::hardware_concurrency());
+// The host's cores, not this process's affinity: mpirun binds each of a few ranks to a core of its
+// own, and that is no oversubscription.
+int host_cores() {
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 ? static_cast<int>(online) : 1;
 }
 
 [[noreturn]] void throw_timeout(const WaitContext& c) {
@@ -68,7 +69,7 @@ void check_abort_note(const WaitContext& c) {
 bool oversubscribed() {
   static const bool over = [] {
     const int ranks = local_ranks();
-    return ranks < 0 || ranks > usable_cores();
+    return ranks < 0 || ranks > host_cores();
   }();
   return over;
 }

@@ -41,9 +41,9 @@ inline void check_call(int code, const WaitContext& context, const char* call) {
   if (code != MPI_SUCCESS) check_mpi(code, context.what_text(), context.rank, call);
 }
 
-// Whether this host runs more ranks of the job than this process may use cores (then a wait
-// yields at once): from the launcher's local rank count (Open MPI, MPICH, torchrun variables);
-// true when none is set.
+// Whether this host runs more ranks of the job than it has cores online (then a wait yields at
+// once), from the launcher's local rank count (Open MPI's, MPICH's or torchrun's variable); true
+// when none is set.
 bool oversubscribed();
 
 // Calls poll() until it returns true. Throws TimeoutError when the deadline passes first, or
