@@ -130,6 +130,15 @@ void BlockExchange::run(const Op& op, size_t payload_bytes, const WaitContext& c
       }
     }
     wait_until([&] { return progress(c); }, c);
+  } catch (const TimeoutError&) {
+    const std::string missing = missing_ranks();
+    abandon();
+    throw TimeoutError(detail::concat(
+        "mpi backend: ", c.what_text(), " on rank ", c.rank, " of group '", c.group,
+        "' timed out: ", missing, " not reached it (no agreement block came from ",
+        missing.find(',') == std::string::npos ? "it" : "them",
+        "). Check that every rank calls the same collectives in the same order, and raise "
+        "LOCKSTEP_TIMEOUT (or the op's timeout) if a rank is merely slow"));
   } catch (...) {
     abandon();
     throw;
@@ -139,6 +148,16 @@ void BlockExchange::run(const Op& op, size_t payload_bytes, const WaitContext& c
     std::memcpy(descriptors_[static_cast<size_t>(r)].data(), slot(r) + kDescriptorOffset,
                 sizeof(Descriptor));
   check_descriptors(op, descriptors_, c);
+}
+
+std::string BlockExchange::missing_ranks() const {
+  std::string list;
+  int count = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || recvs_[static_cast<size_t>(r)] == MPI_REQUEST_NULL) continue;
+    list += detail::concat(count++ ? ", " : "", r);
+  }
+  return detail::concat(count == 1 ? "rank " : "ranks [", list, count == 1 ? " has" : "] have");
 }
 
 void BlockExchange::abandon() {

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/mpi/agreement.h"
@@ -49,7 +50,8 @@ class BlockExchange {
   // Sends this rank's block (descriptor of op, then `payload_bytes` from own_payload()) to every
   // other rank and receives theirs; returns once all have arrived and all sends completed.
   // Throws MismatchError when a rank's descriptor differs (check_descriptors), NetworkError for a
-  // block that breaks the format, TimeoutError at the deadline or the peers' abort note (wait.h).
+  // block that breaks the format or the peers' abort note (wait.h), TimeoutError at the deadline,
+  // naming the ranks whose blocks did not come.
   void run(const Op& op, size_t payload_bytes, const WaitContext& context);
 
   // After run(): rank r's payload and its length.
@@ -63,6 +65,8 @@ class BlockExchange {
   bool post_next_piece(int r, const WaitContext& context);
   // Tests the pending requests; true once every block is whole and every send done.
   bool progress(const WaitContext& context);
+  // "rank 3 has", "ranks [1, 2] have": the ranks whose block is not whole.
+  std::string missing_ranks() const;
   // After a throw: the requests still pending stay with MPI (adopt_leftover), and so does the
   // memory they may still write or read.
   void abandon();

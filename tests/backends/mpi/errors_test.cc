@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <numeric>
 #include <stdexcept>
+#include <thread>
 
 #include "backends/mpi/collectives.h"
 #include "group/closed_forms.h"
@@ -68,6 +69,32 @@ TEST(MpiErrors, CountMismatchAcrossThePiggybackLimit) {
                            "the byte count differs"})
     EXPECT_NE(m.find(part), std::string::npos) << part << " missing from: " << m;
   check_elements(buf, [](size_t) { return 2; }, "all_reduce output after a mismatch");
+}
+
+// Rank 1 comes to an all_reduce after the others' deadline: they fail naming it (no agreement
+// block came from it). Its late call then completes their blocks' receives, so no request is left.
+TEST(MpiErrors, ARankThatIsLateIsNamedAtTheDeadline) {
+  auto sub = world().new_group(all_ranks());
+  TypedBuffer buf(DType::f32, 4);
+  if (world().rank() != 1) {
+    const auto start = Clock::now();
+    std::string m = message_of<TimeoutError>([&] {
+      sub->all_reduce(buf.view(), {.timeout = std::chrono::milliseconds(800)})->wait();
+    });
+    EXPECT_GE(seconds_since(start), 0.7);
+    EXPECT_LT(seconds_since(start), 10);
+    for (const char* part : {"all_reduce #0", "timed out: rank 1 has not reached it",
+                             "no agreement block came from it"})
+      EXPECT_NE(m.find(part), std::string::npos) << part << " missing from: " << m;
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    try {
+      sub->all_reduce(buf.view(), {.timeout = std::chrono::milliseconds(5000)})->wait();
+    } catch (const Error&) {
+      // the others' abort note may reach it first
+    }
+  }
+  world().barrier()->wait();
 }
 
 TEST(MpiErrors, OpAndRootMismatch) {
