@@ -18,6 +18,7 @@
 #include "backends/shm/collective.h"
 #include "backends/shm/copy.h"
 #include "backends/shm/shared_collectives.h"
+#include "backends/shm/stream_reduce.h"
 
 namespace lockstep::shm {
 
@@ -86,9 +87,13 @@ void all_reduce_pipelined(Collective& x, bool deliver) {
       srcs[static_cast<size_t>(q)] =
           q == x.me ? in + (part.begin + mine.begin) * es : x.chunk(q, c) + mine.begin * es;
     std::byte* result = x.chunk(x.me, c) + mine.begin * es;
+    std::byte* to = out + (part.begin + mine.begin) * es;
+    // One pass where it applies: the result into the chunk buffer and, streamed, the output.
+    if (deliver && streaming &&
+        stream_reduce_keep(result, to, srcs.data(), x.n, mine.size(), op.dtype, op.reduce_op))
+      return;
     x.reducer.reduce(result, srcs.data(), x.n, mine.size(), op.dtype, op.reduce_op);
-    if (deliver)
-      copy_out(streaming, out + (part.begin + mine.begin) * es, result, mine.size() * es);
+    if (deliver) copy_out(streaming, to, result, mine.size() * es);
   };
   auto finish = [&](size_t c) {
     const Range part = part_of(op.count, c, per_round);
@@ -130,6 +135,8 @@ void run_reduce_scatter(Collective& x) {
   // An output inside this rank's own input region is written while being read: copy it too.
   const bool copy_own =
       overlaps(op.output, op.counts[me] * es, in + offset[me] * es, op.counts[me] * es);
+  // A large output is written with non-temporal stores (the fused sum, stream_reduce.h).
+  const bool streaming = op.counts[me] * es >= kStreamOutputBytes;
   std::vector<const void*> srcs(static_cast<size_t>(x.n));
   auto produce = [&](size_t c) {
     for (size_t q = 0; q < op.counts.size(); ++q) {
@@ -144,8 +151,10 @@ void run_reduce_scatter(Collective& x) {
     for (int q = 0; q < x.n; ++q)
       srcs[static_cast<size_t>(q)] = q == x.me && !copy_own ? in + (offset[me] + part.begin) * es
                                                             : x.chunk(q, c) + me * region;
-    x.reducer.reduce(bytes_of(op.output) + part.begin * es, srcs.data(), x.n, part.size(), op.dtype,
-                     op.reduce_op);
+    void* to = bytes_of(op.output) + part.begin * es;
+    if (streaming && stream_reduce(&to, 1, srcs.data(), x.n, part.size(), op.dtype, op.reduce_op))
+      return;
+    x.reducer.reduce(to, srcs.data(), x.n, part.size(), op.dtype, op.reduce_op);
   };
   const size_t largest = *std::max_element(op.counts.begin(), op.counts.end());
   run_rounds(

@@ -18,4 +18,12 @@ namespace lockstep::shm {
 bool stream_reduce(void* const* dsts, int ndst, const void* const* srcs, int n, size_t count,
                    DType dtype, ReduceOp op);
 
+// The same sum, written twice in one pass: into `keep` with ordinary stores (it stays in cache for
+// peers that read it soon: the pipelined all_reduce's chunk buffer) and into `dst` with
+// non-temporal stores (the output). dst may be one of the sources (in place); keep must not
+// overlap any. Returns false, having written nothing, for what stream_reduce declines (only f32
+// and f64 sums, with AVX2) or a dst not aligned to its element size.
+bool stream_reduce_keep(void* keep, void* dst, const void* const* srcs, int n, size_t count,
+                        DType dtype, ReduceOp op);
+
 }  // namespace lockstep::shm

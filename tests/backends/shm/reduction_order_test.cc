@@ -1,6 +1,7 @@
 // What the shm backend's reductions compute, beyond the closed forms of tests/group: every rank
 // gets bit-identical results (rank-order sums: ((x0 + x1) + x2) ...), on the one-sync path and on
-// the pipelined one, and f16/bf16 sums of more than two ranks accumulate in f32 and round once.
+// the pipelined one (with the fused kernels for large outputs), and f16/bf16 sums of more than two
+// ranks accumulate in f32 and round once.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,6 +38,53 @@ TEST(ShmReductionOrder, EveryRankGetsTheRankOrderSumBitForBit) {
             ASSERT_EQ(std::memcmp(&sum[i], &want, sizeof want), 0)
                 << "count " << count << " rank " << pg.rank() << " element " << i << ": " << sum[i]
                 << " != " << want;
+          }
+        },
+        "shm");
+}
+
+// Outputs of 8 MiB and more take the fused kernels (stream_reduce.h): the same sums, bit for bit,
+// whatever the alignment of input and output (offset by one element: scalar heads and tails).
+TEST(ShmReductionOrder, LargeOutputsGetTheRankOrderSumBitForBit) {
+  constexpr size_t kStreaming = 2'500'003;  // 10 MB of f32 per rank and buffer
+  for (int ranks : {2, 3})
+    spawn_groups(
+        ranks,
+        [&](ProcessGroup& pg) {
+          const int n = pg.size();
+          auto want = [&](size_t i) {
+            float acc = wild(0, i);
+            for (int r = 1; r < n; ++r) acc = acc + wild(r, i);
+            return acc;
+          };
+          std::vector<float> x(n * kStreaming + 1), out(n * kStreaming + 1);
+          for (size_t i = 0; i < x.size() - 1; ++i) x[i + 1] = wild(pg.rank(), i);
+          pg.all_reduce(BufferView{x.data() + 1, kStreaming, DType::f32},
+                        BufferView{out.data() + 1, kStreaming, DType::f32})
+              ->wait();
+          for (size_t i = 0; i < kStreaming; ++i) {
+            const float w = want(i);
+            ASSERT_EQ(std::memcmp(&out[i + 1], &w, sizeof w), 0)
+                << "all_reduce, " << n << " ranks, rank " << pg.rank() << " element " << i;
+          }
+          // f64, in place (the output is the rank's own source).
+          std::vector<double> y(kStreaming);
+          for (size_t i = 0; i < kStreaming; ++i) y[i] = wild(pg.rank(), i) / 3.0;
+          pg.all_reduce(view(y))->wait();
+          for (size_t i = 0; i < kStreaming; ++i) {
+            double w = wild(0, i) / 3.0;
+            for (int r = 1; r < n; ++r) w = w + wild(r, i) / 3.0;
+            ASSERT_EQ(std::memcmp(&y[i], &w, sizeof w), 0)
+                << "f64 all_reduce, " << n << " ranks, rank " << pg.rank() << " element " << i;
+          }
+          // reduce_scatter: rank r gets elements [r * kStreaming, (r + 1) * kStreaming).
+          pg.reduce_scatter(BufferView{x.data() + 1, n * kStreaming, DType::f32},
+                            BufferView{out.data(), kStreaming, DType::f32})
+              ->wait();
+          for (size_t i = 0; i < kStreaming; ++i) {
+            const float w = want(static_cast<size_t>(pg.rank()) * kStreaming + i);
+            ASSERT_EQ(std::memcmp(&out[i], &w, sizeof w), 0)
+                << "reduce_scatter, " << n << " ranks, rank " << pg.rank() << " element " << i;
           }
         },
         "shm");
