@@ -131,13 +131,12 @@ void Sync::set_enclosing(const Op& op) {
   mine_.enclosing.store(stamp_of(op), std::memory_order_release);
 }
 
-void Sync::check_enclosing(int peer, const Op& op) const {
+void Sync::check_enclosing(int peer) const {
   const uint64_t mine = mine_.enclosing.load(std::memory_order_relaxed);
   if (mine == 0) return;
   const uint64_t theirs = segment_.control(peer).enclosing.load(std::memory_order_acquire);
   if (theirs == 0 || theirs == mine || ((theirs ^ mine) & kStampSeqMask) != 0) return;
   // The root cause only: the enclosing group says which of its stages found it.
-  (void)op;
   throw MismatchError(
       order_mismatch_text(peer, stamp_name(theirs), peers_.rank(), stamp_name(mine)));
 }
@@ -151,7 +150,7 @@ void Sync::check_health(int peer, const Op& op, WaitFor purpose, Clock::time_poi
   // A peer that advanced the awaited word just before it left or died did its part.
   auto arrived = [&] { return word && reached(word->load(std::memory_order_acquire), target); };
   check_abort(op);
-  check_enclosing(peer, op);
+  check_enclosing(peer);
   const int me = peers_.rank();
   // A collective needs every rank, so any dead one breaks it; a message needs only its peer.
   std::optional<int> dead = poll_pids ? peers_.first_dead() : std::nullopt;

@@ -63,8 +63,9 @@ class Sync {
   // [Enclosing ops] Stamps op as this rank's op of the enclosing group.
   void set_enclosing(const Op& op);
   // Throws MismatchError when peer's enclosing op has the same sequence number as this rank's
-  // but is another op.
-  void check_enclosing(int peer, const Op& op) const;
+  // but is another op. The text names the two ops only: the enclosing group's stage that catches
+  // it adds where.
+  void check_enclosing(int peer) const;
 
   // Throws the recorded abort, if any rank has aborted the group.
   void check_abort(const Op& op) const;
