@@ -39,6 +39,10 @@ class Scratch {
 inline constexpr size_t kSegmentBytes = 256 * 1024;
 // Receive segments in flight in a ring reduce-scatter (each a kSegmentBytes scratch slot).
 inline constexpr size_t kRingRecvWindow = 2;
+// Segments of its first chunk a rank sends ahead in a ring reduce-scatter before it paces the
+// rest, one per segment received (2 MiB): the bytes waiting in socket buffers stay few enough to
+// be copied out while still in cache (docs/algorithms.md: 64 MiB all_reduce 52 -> 29 ms).
+inline constexpr size_t kRingSendAhead = 8;
 // all_reduce and reduce switch from latency-optimal to bandwidth-optimal algorithms at this many
 // bytes (docs/algorithms.md has the measurements): kRingThresholdBytes up to kWideGroup ranks,
 // kWideRingThresholdBytes beyond, where recursive doubling moves log2(n) times the buffer.

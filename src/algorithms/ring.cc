@@ -74,7 +74,25 @@ void ring_reduce_scatter(Transport& t, Scratch& scratch, const RingReduceScatter
   const int n = t.size(), next = ring_mod(t.rank() + 1, n), prev = ring_mod(t.rank() - 1, n);
   const RingLayout& layout = a.layout;
   const size_t es = element_size(a.dtype);
-  send_chunk(t, next, layout, ring_mod(a.first_chunk, n), a.input);
+  const int first = ring_mod(a.first_chunk, n);
+  const size_t first_segments = layout.segments(first);
+  struct Held {
+    const char* data;
+    size_t bytes;
+  };
+  size_t first_sent = 0;
+  std::vector<Held> held;  // forwards wait until the first chunk is posted (message order)
+  // The first chunk's segments: kRingSendAhead at once, then one more per segment received.
+  auto send_first = [&](size_t upto) {
+    for (; first_sent < std::min(upto, first_segments); ++first_sent) {
+      ByteRange seg = layout.segment(first, first_sent);
+      t.post_send(next, a.input + seg.offset, seg.bytes);
+    }
+    if (first_sent < first_segments) return;
+    for (const Held& h : held) t.post_send(next, h.data, h.bytes);
+    held.clear();
+  };
+  send_first(kRingSendAhead);
 
   const std::vector<Step> steps = pass_steps(layout, a.first_chunk - 1);
   const size_t window = kRingRecvWindow, slot_bytes = layout.segment_bytes;
@@ -95,8 +113,15 @@ void ring_reduce_scatter(Transport& t, Scratch& scratch, const RingReduceScatter
                 a.op);
     if (st.last && a.average_divisor > 0) finish_average(d, elems, a.dtype, a.average_divisor);
     if (i + window < steps.size()) post(i + window);
-    if (!st.last || a.forward_owned) t.post_send(next, d, st.segment.bytes);
+    send_first(i + 1 + kRingSendAhead);
+    if (!st.last || a.forward_owned) {
+      if (first_sent < first_segments)
+        held.push_back({d, st.segment.bytes});
+      else
+        t.post_send(next, d, st.segment.bytes);
+    }
   }
+  send_first(first_segments);
   if (!a.forward_owned) t.wait_all();
 }
 

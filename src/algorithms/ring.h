@@ -55,6 +55,9 @@ struct RingReduceScatter {
 
 // The reduce-scatter pass: n-1 steps; at step s this rank sends chunk first-s and receives chunk
 // first-s-1, reduced with its own input into dest. Receives land in a window of scratch segments.
+// The first chunk is paced by what arrives: kRingSendAhead segments at once, then one more per
+// segment received, so a large chunk does not wait cooling in socket buffers; the reduced
+// segments to forward queue behind it, as the next rank receives in that order.
 void ring_reduce_scatter(Transport& t, Scratch& scratch, const RingReduceScatter& args);
 
 struct RingAllGather {

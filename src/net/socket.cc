@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/log.h"
+#include "net/congestion.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/settings.h"
 
@@ -237,6 +238,7 @@ Fd accept_tcp(int listen_fd, Deadline deadline) {
 void tune_tcp(int fd, int buffer_bytes) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  unpace_local_connection(fd);
   if (buffer_bytes > 0) {
     ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof(buffer_bytes));
     ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof(buffer_bytes));

@@ -60,7 +60,8 @@ int connect_tcp_once(const std::string& host, uint16_t port, Deadline deadline, 
 // Accepts one connection, waiting up to the deadline (TimeoutError).
 Fd accept_tcp(int listen_fd, Deadline deadline);
 
-// Sets TCP_NODELAY, and the send/receive buffer sizes when > 0.
+// Sets TCP_NODELAY, unpaced congestion control for a peer on this host (net/congestion.h), and
+// the send/receive buffer sizes when > 0. fd is connected.
 void tune_tcp(int fd, int buffer_bytes);
 // [Link liveness] Part of tune_tcp: with LOCKSTEP_LINK_TIMEOUT = T > 0, keepalive probes after
 // T/3 idle, every T/10 (at least 1 s each), and TCP_USER_TIMEOUT T: a connection whose peer host
