@@ -50,12 +50,8 @@ void TcpTransport::finish_op() {
     }
     if (!pollfds_.empty() && ::poll(pollfds_.data(), pollfds_.size(), 0) > 0)
       for (size_t i = 0; i < pollfds_.size(); ++i) {
-        if ((pollfds_[i].revents & kCloseEvents) == 0 || polled_[i]->has_recvs()) continue;
-        try {
-          if (auto e = polled_[i]->inspect_close()) on_close_event(*polled_[i], *e);
-        } catch (const PeerEvent& e) {
-          fail(*polled_[i], e);
-        }
+        if ((pollfds_[i].revents & kCloseEvents) != 0 && !polled_[i]->has_recvs())
+          check_closed(*polled_[i]);
       }
   }
   end_op();
@@ -196,13 +192,19 @@ void TcpTransport::service(Connection& c, short revents) {
       c.pump_recv(done_, [&](const MessageHeader& h, uint64_t n) { check_header(c, h, n); });
     if ((revents & POLLIN) && !c.has_recvs()) check_early_frame(c);
     if ((revents & (POLLOUT | kCloseEvents)) && c.has_sends()) c.pump_send(done_);
-    if ((revents & kCloseEvents) && !c.has_recvs() && c.open()) {
-      if (auto e = c.inspect_close()) on_close_event(c, *e);
-    }
+    if ((revents & kCloseEvents) && !c.has_recvs() && c.open()) check_closed(c);
   } catch (const PeerEvent& e) {
     fail(c, e);
   }
   complete(done_);
+}
+
+void TcpTransport::check_closed(Connection& c) {
+  try {
+    if (auto e = c.inspect_close()) on_close_event(c, *e);
+  } catch (const PeerEvent& e) {
+    fail(c, e);
+  }
 }
 
 void TcpTransport::check_early_frame(Connection& c) const {

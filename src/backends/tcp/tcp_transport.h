@@ -77,6 +77,9 @@ class TcpTransport final : public Transport {
   // another kind, the ranks called collectives in a different order (throws MismatchError);
   // otherwise it waits for a later op's receive.
   void check_early_frame(Connection& c) const;
+  // A close event on a connection this rank does not read from now (service() and finish_op()):
+  // what the peer's stream ended with, acted on by on_close_event.
+  void check_closed(Connection& c);
   void on_close_event(Connection& c, const PeerEvent& e);
   void complete(const std::vector<Request>& ids);
   void check_header(const Connection& c, const MessageHeader& got, uint64_t expected_bytes) const;
