@@ -147,8 +147,10 @@ void Sync::check_abort(const Op& op) const {
 
 void Sync::check_health(int peer, const Op& op, WaitFor purpose, Clock::time_point deadline,
                         bool poll_pids, const std::atomic<uint32_t>* word, uint32_t target) const {
-  // A peer that advanced the awaited word just before it left or died did its part.
+  // A peer that advanced the awaited word did its part, even if it left, died or aborted the group
+  // (in a later op) just after: the wait is over, and the caller's loop sees it.
   auto arrived = [&] { return word && reached(word->load(std::memory_order_acquire), target); };
+  if (arrived()) return;
   check_abort(op);
   check_enclosing(peer);
   const int me = peers_.rank();
