@@ -40,13 +40,7 @@ BlockExchange::BlockExchange(MPI_Comm comm, int rank, int size, size_t capacity)
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
 }
 
-BlockExchange::~BlockExchange() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized || comm_ == MPI_COMM_NULL) return;
-  std::unique_lock<std::shared_mutex> changing(communicator_changes());
-  MPI_Comm_free(&comm_);
-}
+BlockExchange::~BlockExchange() { free_communicator(comm_); }
 
 uint64_t BlockExchange::block_bytes(int r) const {
   uint64_t n;

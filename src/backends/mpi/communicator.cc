@@ -74,13 +74,6 @@ Communicator::Communicator(const GroupConfig& config) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
 }
 
-Communicator::~Communicator() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized && comm_ != MPI_COMM_NULL) {
-    std::unique_lock<std::shared_mutex> changing(communicator_changes());
-    MPI_Comm_free(&comm_);
-  }
-}
+Communicator::~Communicator() { free_communicator(comm_); }
 
 }  // namespace lockstep::mpi

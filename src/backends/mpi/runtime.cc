@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
@@ -103,6 +104,14 @@ void initialize(Runtime& rt) {
 std::shared_mutex& communicator_changes() {
   static std::shared_mutex mu;
   return mu;
+}
+
+void free_communicator(MPI_Comm& comm) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized || comm == MPI_COMM_NULL) return;
+  std::unique_lock<std::shared_mutex> changing(communicator_changes());
+  MPI_Comm_free(&comm);
 }
 
 void ensure_initialized() {

@@ -35,5 +35,7 @@ void adopt_leftover(MPI_Request request);
 // tests requests at the same moment. Creating and freeing a communicator holds this exclusively;
 // the p2p channel, which tests requests continually, holds it shared around its MPI calls.
 std::shared_mutex& communicator_changes();
+// Frees comm (holding communicator_changes) unless it is null or MPI is finalised already.
+void free_communicator(MPI_Comm& comm);
 
 }  // namespace lockstep::mpi
