@@ -30,8 +30,8 @@ uint64_t payload_bytes(const Op& op) {
   return elements * element_size(op.dtype);
 }
 
-bool small_enough_to_inline(const Op& op) {
-  return op.kind != OpKind::recv && payload_bytes(op) <= kInlineBytes;
+bool small_enough_to_inline(const Op& op, uint64_t limit) {
+  return op.kind != OpKind::recv && payload_bytes(op) <= limit;
 }
 
 }  // namespace lockstep

@@ -122,6 +122,7 @@ inline constexpr uint64_t kInlineBytes = 64 * 1024;
 // The usual prefers_inline: a small op, and never a recv, which may wait for a peer that first
 // needs this thread to do something else (an irecv, then a collective on another group the
 // sender is in).
-bool small_enough_to_inline(const Op& op);
+// `limit`: a backend's own bound, where its hand-off costs more than the default's.
+bool small_enough_to_inline(const Op& op, uint64_t limit = kInlineBytes);
 
 }  // namespace lockstep

@@ -59,16 +59,12 @@ std::string text_of(const Descriptor& d) {
   return t + detail::concat(", ", d[kBytes], " bytes)");
 }
 
-// Allgathers count int64 values per rank.
-std::vector<int64_t> allgather(const int64_t* mine, int count, int size, MPI_Comm comm,
-                               const WaitContext& c) {
-  std::vector<int64_t> all(static_cast<size_t>(count) * static_cast<size_t>(size));
+// Allgathers count int64 values per rank into all (count * size of them).
+void allgather(const int64_t* mine, int count, int64_t* all, MPI_Comm comm, const WaitContext& c) {
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Iallgather(mine, count, MPI_INT64_T, all.data(), count, MPI_INT64_T, comm,
-                           &request),
-            c.what_text(), c.rank, "MPI_Iallgather (agreement check)");
+  check_call(MPI_Iallgather(mine, count, MPI_INT64_T, all, count, MPI_INT64_T, comm, &request), c,
+             "MPI_Iallgather (agreement check)");
   wait_request(request, c, "MPI_Iallgather (agreement check)");
-  return all;
 }
 
 [[noreturn]] void throw_mismatch(const std::string& detail_text, const WaitContext& c) {
@@ -86,7 +82,8 @@ void check_pairs(const Op& op, MPI_Comm comm, int size, const WaitContext& c) {
     mine[j] = static_cast<int64_t>(op.counts[j]);
     mine[n + j] = static_cast<int64_t>(op.recv_counts[j]);
   }
-  std::vector<int64_t> all = allgather(mine.data(), 2 * size, size, comm, c);
+  std::vector<int64_t> all(2 * n * n);
+  allgather(mine.data(), 2 * size, all.data(), comm, c);
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < n; ++j) {
       const int64_t sent = all[i * 2 * n + j], expected = all[j * 2 * n + n + i];
@@ -115,10 +112,9 @@ void check_descriptors(const Op& op, std::span<const Descriptor> all, const Wait
 
 void check_agreement(const Op& op, MPI_Comm comm, int size, const WaitContext& c) {
   const Descriptor mine = describe(op);
-  const std::vector<int64_t> all = allgather(mine.data(), kFields, size, comm, c);
   std::vector<Descriptor> descriptors(static_cast<size_t>(size));
-  for (size_t r = 0; r < descriptors.size(); ++r)
-    std::copy_n(all.begin() + static_cast<long>(r) * kFields, kFields, descriptors[r].begin());
+  static_assert(sizeof(Descriptor) == kFields * sizeof(int64_t));  // contiguous, as MPI fills it
+  allgather(mine.data(), kFields, descriptors.front().data(), comm, c);
   check_descriptors(op, descriptors, c);
   check_counts_pairs(op, comm, size, c);
 }

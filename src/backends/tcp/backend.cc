@@ -30,7 +30,7 @@ class TcpBackend final : public BackendBase {
   // the 64 KiB of the other backends: a 128 KiB all_reduce took 68-182 us through the progress
   // thread, against 40 us for 64 KiB inline (docs/algorithms.md).
   bool prefers_inline(const Op& op) const override {
-    return op.kind != OpKind::recv && payload_bytes(op) <= kTcpInlineBytes;
+    return small_enough_to_inline(op, kTcpInlineBytes);
   }
 
   void shutdown(Deadline deadline) override {
