@@ -11,6 +11,7 @@
 #include "comm/failure.h"
 #include "comm/group_config.h"
 #include "core/log.h"
+#include "group/rendezvous_env.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/settings.h"
 #include "lockstep/group/init.h"
@@ -265,6 +266,7 @@ ProcessGroupLockstep::ProcessGroupLockstep(const c10::intrusive_ptr<::c10d::Stor
                      .timeout = timeout,
                      .advertise_address = advertise_address(),
                      .hostname = net::hostname(),
+                     .local_world_size = local_world_size_from(process_env()),
                      .secret = job_secret_from_environment()};
   for (int64_t r : global_ranks) config.global_ranks.push_back(static_cast<int>(r));
   try {

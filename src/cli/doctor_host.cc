@@ -10,6 +10,7 @@
 
 #include "backends/shm/layout.h"
 #include "cli/doctor_checks.h"
+#include "core/host_cores.h"
 #include "launcher/child_env.h"
 #include "launcher/options.h"
 #include "lockstep/core/error.h"
@@ -90,7 +91,7 @@ void check_shared_memory(const Job& job, Report& report) {
 }
 
 void check_cores(const Job& job, Report& report) {
-  const int cores = launcher::usable_cores();
+  const int cores = detail::process_cores();
   const int local = job.local_processes;
   const int omp = omp_threads();
   const std::string ranks = concat(local, local == 1 ? " rank" : " ranks", " on this host",

@@ -27,6 +27,9 @@ struct GroupConfig {
   std::chrono::milliseconds timeout{300'000};
   std::string advertise_address;      // address peers use to connect to this process
   std::string hostname;               // this host's name, for error messages ("": the system's)
+  // The job's ranks on this host, in every group (LOCAL_WORLD_SIZE or the launcher's equivalent);
+  // -1: unknown. Waits spin for a peer only when every rank has a core (src/core/host_cores.h).
+  int local_world_size = -1;
   // The job's secret (src/net/auth.h): the group's own connections (the tcp and hier mesh, the
   // p2p socket channel) prove it in both directions. "": unauthenticated. Never logged.
   std::string secret;

@@ -154,6 +154,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
                      .timeout = timeout,
                      .advertise_address = advertise_address(store),
                      .hostname = net::hostname(),
+                     .local_world_size = rv.local_world_size,
                      .secret = job_secret_from_environment()};
   log_info("init_process_group: rank ", rv.rank, " of ", rv.world_size, " (", rv.source,
            "), store ", store_text(options, rv, env), rv.derived.empty() ? "" : " (",

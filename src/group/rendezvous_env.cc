@@ -64,32 +64,42 @@ std::string first_slurm_host(const std::string& list) {
   return prefix + inside.substr(0, end);
 }
 
+// The family of variables that says where this process sits: torchrun's (RANK, ...), else Slurm's,
+// else Open MPI's.
+struct RankVars {
+  std::string rank, size, local, local_size, source;
+};
+
+RankVars rank_vars(const EnvLookup& env) {
+  const bool slurm = !env("RANK") && !env("WORLD_SIZE") && env("SLURM_PROCID") && env("SLURM_NTASKS");
+  const bool ompi = !env("RANK") && !env("WORLD_SIZE") && !slurm && env("OMPI_COMM_WORLD_RANK");
+  if (slurm) return {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "Slurm"};
+  if (ompi)
+    return {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+            "OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI"};
+  return {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK/WORLD_SIZE"};
+}
+
 // Fills rank / world size / local values from whichever family of variables is present.
 void read_ranks(const InitOptions& options, const EnvLookup& env, EnvRendezvous& out,
                 Problems& problems) {
-  bool slurm = !env("RANK") && !env("WORLD_SIZE") && env("SLURM_PROCID") && env("SLURM_NTASKS");
-  bool ompi = !env("RANK") && !env("WORLD_SIZE") && !slurm && env("OMPI_COMM_WORLD_RANK");
-  std::string rank_var = slurm ? "SLURM_PROCID" : ompi ? "OMPI_COMM_WORLD_RANK" : "RANK";
-  std::string size_var = slurm ? "SLURM_NTASKS" : ompi ? "OMPI_COMM_WORLD_SIZE" : "WORLD_SIZE";
-  std::string local_var = slurm ? "SLURM_LOCALID" : ompi ? "OMPI_COMM_WORLD_LOCAL_RANK" : "LOCAL_RANK";
-  std::string local_size_var =
-      slurm ? "SLURM_NTASKS_PER_NODE" : ompi ? "OMPI_COMM_WORLD_LOCAL_SIZE" : "LOCAL_WORLD_SIZE";
-  out.source = slurm ? "Slurm" : ompi ? "Open MPI" : "RANK/WORLD_SIZE";
+  const RankVars vars = rank_vars(env);
+  out.source = vars.source;
   if (options.rank >= 0) out.rank = options.rank;
-  else read_int(env, rank_var, 0, out.rank, problems, true);
+  else read_int(env, vars.rank, 0, out.rank, problems, true);
   if (options.world_size >= 0) out.world_size = options.world_size;
-  else read_int(env, size_var, 1, out.world_size, problems, true);
+  else read_int(env, vars.size, 1, out.world_size, problems, true);
   if (options.rank >= 0 && options.world_size >= 0) out.source = "options";
-  read_int(env, local_var, 0, out.local_rank, problems, false);
-  read_int(env, local_size_var, 1, out.local_world_size, problems, false);
+  read_int(env, vars.local, 0, out.local_rank, problems, false);
+  read_int(env, vars.local_size, 1, out.local_world_size, problems, false);
   if (out.world_size == 0) problems.add("the world size must be at least 1");
   if (out.rank >= 0 && out.world_size > 0 && out.rank >= out.world_size)
-    problems.add(rank_var + "=" + std::to_string(out.rank) + " is not below " + size_var + "=" +
+    problems.add(vars.rank + "=" + std::to_string(out.rank) + " is not below " + vars.size + "=" +
                  std::to_string(out.world_size) + " (ranks are 0.." +
                  std::to_string(out.world_size - 1) + ")");
   if (out.local_rank >= 0 && out.local_world_size > 0 && out.local_rank >= out.local_world_size)
-    problems.add(local_var + "=" + std::to_string(out.local_rank) + " is not below " +
-                 local_size_var + "=" + std::to_string(out.local_world_size));
+    problems.add(vars.local + "=" + std::to_string(out.local_rank) + " is not below " +
+                 vars.local_size + "=" + std::to_string(out.local_world_size));
 }
 
 // Under `lockstep run`, the launcher's store: LOCKSTEP_STORE_ADDR and LOCKSTEP_STORE_PORT.
@@ -175,6 +185,13 @@ void parse_tcp_url(const std::string& url, EnvRendezvous& out, Problems& problem
 }
 
 }  // namespace
+
+int local_world_size_from(const EnvLookup& env) {
+  Problems ignored;
+  int n = -1;
+  read_int(env, rank_vars(env).local_size, 1, n, ignored, false);
+  return ignored.empty() ? n : -1;
+}
 
 EnvLookup process_env() {
   return [](const std::string& name) -> std::optional<std::string> {

@@ -38,5 +38,9 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 // Throws one ConfigError that names every missing or malformed variable.
 EnvRendezvous read_rendezvous(const InitOptions& options, const EnvLookup& lookup);
 EnvLookup process_env();
+// The job's ranks on this host, from the same family of variables read_rendezvous reads
+// (LOCAL_WORLD_SIZE, SLURM_NTASKS_PER_NODE or OMPI_COMM_WORLD_LOCAL_SIZE); -1 when it is unset or
+// malformed.
+int local_world_size_from(const EnvLookup& lookup);
 
 }  // namespace lockstep

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 
+#include "core/host_cores.h"
 #include "launcher/child_env.h"
 #include "launcher/culprit.h"
 #include "launcher/guardian.h"
@@ -21,7 +22,7 @@ namespace {
 // OMP_NUM_THREADS for the ranks when the user has not set it; says so once.
 std::optional<int> omp_threads(const LaunchOptions& o) {
   if (std::getenv("OMP_NUM_THREADS")) return std::nullopt;
-  int cores = usable_cores();
+  int cores = detail::process_cores();
   int threads = default_omp_threads(cores, o.nproc_per_node);
   say(detail::concat("OMP_NUM_THREADS is not set; giving each rank OMP_NUM_THREADS=", threads, " (",
                      cores, " cores / ", o.nproc_per_node,

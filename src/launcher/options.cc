@@ -1,15 +1,14 @@
 // Command-line parsing for `lockstep run`: one table drives both the parser and --help.
 #include "launcher/options.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <string_view>
-#include <thread>
+
+#include "core/host_cores.h"
 
 namespace lockstep::launcher {
 namespace {
@@ -117,7 +116,7 @@ constexpr OptionSpec kOptions[] = {
     {"nproc-per-node", "N|auto",
      "processes to start on this node; auto = number of CPU cores (default 1)",
      [](LaunchOptions& o, std::string_view v) {
-       o.nproc_per_node = v == "auto" ? usable_cores() : parse_int("nproc-per-node", v, 1, 1 << 16);
+       o.nproc_per_node = v == "auto" ? detail::process_cores() : parse_int("nproc-per-node", v, 1, 1 << 16);
      }},
     {"nnodes", "N|MIN:MAX",
      "number of nodes in the job, each running this same command (default 1); MIN:MAX is an "
@@ -285,12 +284,6 @@ std::string launch_help() {
     text += left + spec.help + "\n";
   }
   return text;
-}
-
-int usable_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 }  // namespace lockstep::launcher

@@ -109,7 +109,4 @@ void check_launch_options(LaunchOptions& options);
 // The --help text: one line per option.
 std::string launch_help();
 
-// Number of CPU cores this process may run on (what --nproc-per-node auto uses).
-int usable_cores();
-
 }  // namespace lockstep::launcher

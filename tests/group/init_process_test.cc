@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "comm/group_config.h"
 #include "lockstep/core/error.h"
 #include "lockstep/group/init.h"
 #include "lockstep/store/tcp_store.h"
@@ -34,7 +35,9 @@ TEST(InitChild, DISABLED_Main) {
         std::fflush(stdout);
         ::_exit(4);
       }
-    std::printf("CHILD OK rank %d of %d\n", pg->rank(), pg->size());
+    // The ranks on this host reach the backends (their wait policies) through the config.
+    std::printf("CHILD OK rank %d of %d, %d on this host\n", pg->rank(), pg->size(),
+                pg->config().local_world_size);
   } catch (const std::exception& e) {
     std::printf("CHILD ERROR %s\n", e.what());
     std::fflush(stdout);
@@ -53,11 +56,16 @@ Env rank_env(int rank, int world, int port) {
 TEST(InitProcess, EnvInitAcrossThreeProcesses) {
   int port = free_port();
   std::vector<Child> children;
-  for (int r = 0; r < 3; ++r) children.emplace_back(child_argv("InitChild.DISABLED_Main"), rank_env(r, 3, port));
+  for (int r = 0; r < 3; ++r) {
+    Env env = rank_env(r, 3, port);
+    env["LOCAL_WORLD_SIZE"] = "3";
+    children.emplace_back(child_argv("InitChild.DISABLED_Main"), env);
+  }
   for (int r = 0; r < 3; ++r) {
     auto result = children[static_cast<size_t>(r)].wait(std::chrono::seconds(60));
     EXPECT_EQ(result.exit_code, 0) << result.output;
-    EXPECT_NE(result.output.find("CHILD OK rank " + std::to_string(r) + " of 3"), std::string::npos)
+    EXPECT_NE(result.output.find("CHILD OK rank " + std::to_string(r) + " of 3, 3 on this host"),
+              std::string::npos)
         << result.output;
   }
 }

@@ -124,6 +124,24 @@ TEST(RendezvousEnv, RankVariablesWinOverSlurm) {
   EXPECT_EQ(rv.world_size, 2);
 }
 
+// The ranks on this host (what every backend's wait policy asks about) come from the family the
+// rank came from: a torchrun LOCAL_WORLD_SIZE beside a Slurm job's variables is the one that counts.
+TEST(RendezvousEnv, LocalWorldSizeFromTheSameFamilyAsTheRank) {
+  EXPECT_EQ(local_world_size_from(env_of({{"RANK", "0"}, {"LOCAL_WORLD_SIZE", "4"},
+                                          {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"},
+                                          {"SLURM_NTASKS_PER_NODE", "2"}})),
+            4);
+  EXPECT_EQ(local_world_size_from(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"},
+                                          {"SLURM_NTASKS_PER_NODE", "2"}, {"LOCAL_WORLD_SIZE", "4"}})),
+            2);
+  EXPECT_EQ(local_world_size_from(env_of({{"OMPI_COMM_WORLD_RANK", "0"},
+                                          {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"}})),
+            3);
+  EXPECT_EQ(local_world_size_from(env_of({{"RANK", "0"}})), -1);
+  EXPECT_EQ(local_world_size_from(env_of({{"LOCAL_WORLD_SIZE", "two"}})), -1);
+  EXPECT_EQ(local_world_size_from(env_of({{"LOCAL_WORLD_SIZE", "0"}})), -1);
+}
+
 TEST(RendezvousEnv, TcpUrl) {
   auto rv = read_rendezvous({.init_method = "tcp://10.1.2.3:4567", .rank = 1, .world_size = 2}, env_of({}));
   EXPECT_EQ(rv.master_addr, "10.1.2.3");

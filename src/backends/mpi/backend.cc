@@ -13,6 +13,7 @@
 #include "backends/mpi/p2p.h"
 #include "backends/mpi/piggyback.h"
 #include "backends/mpi/wait.h"
+#include "core/host_cores.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep {
@@ -26,7 +27,8 @@ class MpiBackend final : public BackendBase {
   explicit MpiBackend(const GroupConfig& config)
       : BackendBase("mpi", config),
         comm_(config),
-        p2p_(comm_.get()) {
+        p2p_(comm_.get()),
+        oversubscribed_(detail::oversubscribed(config.local_world_size)) {
     if (size() > 1 && size() <= kDirectRanks)
       blocks_ = std::make_unique<BlockExchange>(comm_.get(), rank(), size(),
                                                 piggyback_capacity(size()));
@@ -43,7 +45,8 @@ class MpiBackend final : public BackendBase {
                               .group = config().name,
                               .rank = rank(),
                               .store = config().store.get(),
-                              .bytes = payload_bytes(op)};
+                              .bytes = payload_bytes(op),
+                              .oversubscribed = oversubscribed_};
     guarded(op, [&] {
       if (op.kind == OpKind::send) {
         p2p_.send(op, context);
@@ -87,6 +90,7 @@ class MpiBackend final : public BackendBase {
 
   Communicator comm_;
   PointToPoint p2p_;
+  bool oversubscribed_;  // [Waiting] in wait.h
   std::unique_ptr<BlockExchange> blocks_;  // groups of 2 to kDirectRanks ranks
   Scratch scratch_;
 };

@@ -6,6 +6,7 @@
 #include "backends/mpi/errors.h"
 #include "backends/mpi/runtime.h"
 #include "backends/mpi/wait.h"
+#include "core/host_cores.h"
 #include "lockstep/core/error.h"
 #include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
@@ -45,7 +46,8 @@ std::shared_ptr<Store> open_bootstrap_store(const JobPlace& rv, milliseconds tim
   }
   const WaitContext context{.what = "init_process_group (broadcast of the store's address)",
                             .deadline = Deadline::after(timeout),
-                            .rank = rv.rank};
+                            .rank = rv.rank,
+                            .oversubscribed = detail::oversubscribed(rv.local_world_size)};
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Ibcast(address.data(), kAddressBytes, MPI_CHAR, 0, MPI_COMM_WORLD, &request),
             context.what, rv.rank, "MPI_Ibcast");

@@ -1,10 +1,8 @@
 #include "backends/mpi/wait.h"
 
 #include <sched.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <thread>
 
 #include "backends/mpi/errors.h"
@@ -24,22 +22,6 @@ constexpr std::chrono::microseconds kMaxSleep{1000};
 constexpr milliseconds kAbortCheckEvery{100};
 // [Waiting] Polls without pause before the first yield (on a host that is not oversubscribed).
 constexpr std::chrono::microseconds kSpin{50};
-
-int local_ranks() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "LOCAL_WORLD_SIZE"})
-    if (const char* v = std::getenv(name)) {
-      const int n = std::atoi(v);
-      if (n > 0) return n;
-    }
-  return -1;
-}
-
-// The host's cores, not this process's affinity: mpirun binds each of a few ranks to a core of its
-// own, and that is no oversubscription.
-int host_cores() {
-  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
-  return online > 0 ? static_cast<int>(online) : 1;
-}
 
 [[noreturn]] void throw_timeout(const WaitContext& c) {
   throw TimeoutError(detail::concat(
@@ -66,18 +48,10 @@ void check_abort_note(const WaitContext& c) {
 
 }  // namespace
 
-bool oversubscribed() {
-  static const bool over = [] {
-    const int ranks = local_ranks();
-    return ranks < 0 || ranks > host_cores();
-  }();
-  return over;
-}
-
 void wait_until(const std::function<bool()>& poll, const WaitContext& c) {
   if (poll()) return;
   const auto start = Clock::now();
-  if (!oversubscribed()) {
+  if (!c.oversubscribed) {
     const auto spin_until = start + kSpin;
     for (unsigned round = 1;; ++round) {
       if (poll()) return;

@@ -31,6 +31,9 @@ struct WaitContext {
   int rank = 0;            // this rank in the group
   Store* store = nullptr;  // where peers leave abort notes; null: not watched
   uint64_t bytes = 0;      // bytes the op moves (sets the yield window)
+  // Whether this host runs more of the job's ranks than it has cores (then a wait yields from the
+  // start): detail::oversubscribed() of the group's local_world_size. Unknown counts as true.
+  bool oversubscribed = true;
 
   // The op as Op::describe() puts it, or `what`.
   std::string what_text() const { return op ? op->describe() : what; }
@@ -40,11 +43,6 @@ struct WaitContext {
 inline void check_call(int code, const WaitContext& context, const char* call) {
   if (code != MPI_SUCCESS) check_mpi(code, context.what_text(), context.rank, call);
 }
-
-// Whether this host runs more ranks of the job than it has cores online (then a wait yields at
-// once), from the launcher's local rank count (Open MPI's, MPICH's or torchrun's variable); true
-// when none is set.
-bool oversubscribed();
 
 // Calls poll() until it returns true. Throws TimeoutError when the deadline passes first, or
 // the abort note's error when a peer aborted the group. An exception from poll() propagates.

@@ -3,12 +3,15 @@
 // peer fails fast with the root cause.
 #include "backends/shm/backend.h"
 
+#include <algorithm>
+
 #include "backends/shm/collective.h"
 #include "backends/shm/mailbox.h"
 #include "backends/shm/peers.h"
 #include "backends/shm/segment.h"
 #include "backends/shm/shared_alloc.h"
 #include "backends/shm/sync.h"
+#include "core/host_cores.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep {
@@ -27,7 +30,9 @@ class ShmBackend final : public BackendBase {
                                   .store = config.store.get(),
                                   .deadline = Deadline::after(config.timeout)})),
         peers_(segment_->view(), config.rank, host()),
-        sync_(segment_->view(), peers_),
+        // The whole group is on this host; the job may have more ranks here.
+        sync_(segment_->view(), peers_,
+              detail::oversubscribed(std::max(config.local_world_size, config.size))),
         mailboxes_(segment_->view(), sync_),
         allocations_(config.name, config.rank, config.size, config.store.get()) {}
 

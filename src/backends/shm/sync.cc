@@ -57,13 +57,11 @@ std::string purpose_text(WaitFor purpose) {
 
 }  // namespace
 
-Sync::Sync(const SegmentView& segment, const Peers& peers)
-    : segment_(segment), peers_(peers), mine_(segment.control(peers.rank())) {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  const int usable = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  oversubscribed_ = segment.size() > usable;
-}
+Sync::Sync(const SegmentView& segment, const Peers& peers, bool oversubscribed)
+    : segment_(segment),
+      peers_(peers),
+      mine_(segment.control(peers.rank())),
+      oversubscribed_(oversubscribed) {}
 
 void Sync::advance(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& waiters) {
   word.fetch_add(1);  // a full barrier: the data before it, and the waiters load after it

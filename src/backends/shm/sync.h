@@ -2,7 +2,7 @@
 //
 // [Waiting] Every wait is "until a 32-bit counter another rank bumps reaches a target" (counters
 // wrap; comparisons are wrap-safe). A wait spins with pause instructions (4 us when every rank
-// can have a core, 250 ns when the group has more ranks than this process has cores), then
+// can have a core, 250 ns when the host runs more of the job's ranks than it has cores), then
 // yields the core for up to 60 us (so that ranks sharing a core progress), then sleeps on the
 // counter with FUTEX_WAIT. Sleepers count themselves in a waiters word next to the counter,
 // and a bump issues FUTEX_WAKE only when that word is non-zero, so the fast path makes no system
@@ -44,7 +44,8 @@ enum class WaitFor { collective, message, mailbox_space };
 
 class Sync {
  public:
-  Sync(const SegmentView& segment, const Peers& peers);
+  // oversubscribed: some rank of this host has no core of its own (then waits spin only briefly).
+  Sync(const SegmentView& segment, const Peers& peers, bool oversubscribed);
 
   // This rank's step counter (bumped once per phase of each collective).
   uint32_t step() const { return mine_.step.load(std::memory_order_relaxed); }
@@ -88,7 +89,7 @@ class Sync {
   SegmentView segment_;
   const Peers& peers_;
   RankControl& mine_;
-  bool oversubscribed_ = false;  // more ranks than this process may use cores
+  bool oversubscribed_ = false;
 };
 
 }  // namespace lockstep::shm
