@@ -185,9 +185,17 @@ std::string format_failure_summary(const std::vector<AttemptResult>& attempts,
 std::string format_success_summary(const std::vector<AttemptResult>& attempts,
                                    const SummaryContext& context) {
   if (attempts.size() <= 1) return "";
+  // An elastic attempt that ended for a membership change is no restart (it does not count
+  // against --max-restarts either).
+  const auto changes = std::count_if(attempts.begin(), attempts.end() - 1, [](const auto& a) {
+    return a.end == AttemptEnd::remote_failed && a.remote && a.remote->membership_change;
+  });
+  const auto restarts = static_cast<long>(attempts.size() - 1) - changes;
   std::string out =
       detail::concat("lockstep run: the job succeeded on attempt ", attempts.back().attempt,
-                     " after ", attempts.size() - 1, " restart(s)\n");
+                     " after ", restarts, " restart(s)",
+                     changes ? detail::concat(" and ", changes, " membership change(s)") : "",
+                     "\n");
   append_attempts(out, attempts, context);
   return out;
 }
