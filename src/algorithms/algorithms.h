@@ -44,11 +44,12 @@ inline constexpr size_t kRingRecvWindow = 2;
 // be copied out while still in cache (docs/algorithms.md: 64 MiB all_reduce 52 -> 29 ms).
 inline constexpr size_t kRingSendAhead = 8;
 // all_reduce and reduce switch from latency-optimal to bandwidth-optimal algorithms at this many
-// bytes (docs/algorithms.md has the measurements): kRingThresholdBytes up to kWideGroup ranks,
-// kWideRingThresholdBytes beyond, where recursive doubling moves log2(n) times the buffer.
+// bytes (docs/algorithms.md has the measurements): kRingThresholdBytes for 2 ranks, where both
+// send the buffer once; kWideRingThresholdBytes from kWideGroup ranks on, where recursive doubling
+// sends more than the ring (4 ranks: twice the buffer against 1.5 times).
 inline constexpr size_t kRingThresholdBytes = 1024 * 1024;
 inline constexpr size_t kWideRingThresholdBytes = 256 * 1024;
-inline constexpr int kWideGroup = 8;
+inline constexpr int kWideGroup = 3;
 // broadcast switches from the binomial tree to the pipelined chain here.
 inline constexpr size_t kChainThresholdBytes = 1024 * 1024;
 

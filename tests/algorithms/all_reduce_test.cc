@@ -136,6 +136,8 @@ TEST(AllReduceChoice, AutomaticPicksRecursiveDoublingSmallAndRingLarge) {
   op.count = kRingThresholdBytes / 4 - 1;
   EXPECT_EQ(choose_all_reduce(op, 2), Algorithm::recursive_doubling);
   EXPECT_EQ(choose_all_reduce(op, kWideGroup), Algorithm::ring);  // wide groups switch earlier
+  EXPECT_EQ(choose_all_reduce(op, 3), Algorithm::ring);
+  EXPECT_EQ(choose_all_reduce(op, 4), Algorithm::ring);
   op.count = kRingThresholdBytes / 4;
   EXPECT_EQ(choose_all_reduce(op, 2), Algorithm::ring);
   op.count = kWideRingThresholdBytes / 4 - 1;
