@@ -62,6 +62,18 @@ void append_rank_details(std::string& out, const RankExit& exit, const std::stri
   for (const auto& line : exit.stderr_tail) out += "    " + line + "\n";
 }
 
+// What a failed rank died of, for its one-line description (which is also what the other nodes
+// of the job get): its headline, else, for a rank that exited with an error code on its own, the
+// last line it wrote to stderr (a C++ program that printed its error and returned).
+std::string died_of(const RankExit& exit) {
+  if (!exit.headline.empty()) return ": " + exit.headline;
+  if (exit.signal != 0 || exit.exit_code == 0 || exit.stopped_by_launcher) return "";
+  for (auto line = exit.stderr_tail.rbegin(); line != exit.stderr_tail.rend(); ++line)
+    if (line->find_first_not_of(" \t\r") != std::string::npos)
+      return "; its last stderr line: " + *line;
+  return "";
+}
+
 std::string rank_words(const std::vector<int>& ranks) {
   std::string text = ranks.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -142,7 +154,7 @@ std::string describe_attempt(const AttemptResult& a) {
                               " first, on ", a.host, ")");
       return detail::concat("rank ", a.root_cause->rank, " (local rank ", a.root_cause->local_rank,
                             ") ", how_it_ended(*a.root_cause), " on ", a.host,
-                            a.root_cause->headline.empty() ? "" : ": " + a.root_cause->headline);
+                            died_of(*a.root_cause));
     case AttemptEnd::remote_failed:
       return detail::concat("node ", a.remote->node_rank, " failed: ", a.remote->what);
     case AttemptEnd::interrupted:

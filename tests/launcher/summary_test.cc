@@ -1,5 +1,6 @@
 // The success line after several attempts: restarts after failures and elastic membership changes
-// are counted apart, as --max-restarts counts them.
+// are counted apart, as --max-restarts counts them. An attempt's one line says what its rank died
+// of, which is all the other nodes get of it.
 #include "launcher/summary.h"
 
 #include <gtest/gtest.h>
@@ -48,6 +49,34 @@ TEST(SuccessSummary, MembershipChangesAreNoRestarts) {
   // Every attempt still has its line, the change named as such.
   EXPECT_NE(text.find("attempt 1: node 1 failed: 1 node(s) waiting to join"), std::string::npos)
       << text;
+}
+
+AttemptResult failed_locally(int exit_code, int signal, std::vector<std::string> stderr_tail) {
+  AttemptResult a;
+  a.end = AttemptEnd::failed;
+  a.host = "h0";
+  a.root_cause = RankExit{.rank = 2, .local_rank = 0, .exit_code = exit_code, .signal = signal};
+  a.root_cause->stderr_tail = std::move(stderr_tail);
+  return a;
+}
+
+TEST(DescribeAttempt, ARankThatReturnedAnErrorCodeIsDescribedByItsLastStderrLine) {
+  EXPECT_EQ(describe_attempt(failed_locally(2, 0, {"starting", "error: host h2 is unreachable", ""})),
+            "rank 2 (local rank 0) exited with code 2 on h0; its last stderr line: error: host h2 "
+            "is unreachable");
+}
+
+TEST(DescribeAttempt, AHeadlineWinsOverTheLastLine) {
+  AttemptResult a = failed_locally(1, 0, {"Traceback ...", "ValueError: bad"});
+  a.root_cause->headline = "ValueError: bad (train.py:3)";
+  EXPECT_EQ(describe_attempt(a), "rank 2 (local rank 0) exited with code 1 on h0: ValueError: bad "
+                                 "(train.py:3)");
+}
+
+TEST(DescribeAttempt, NoLastLineForSignalsOrSilence) {
+  EXPECT_EQ(describe_attempt(failed_locally(0, 9, {"working"})),
+            "rank 2 (local rank 0) was killed by SIGKILL on h0");
+  EXPECT_EQ(describe_attempt(failed_locally(3, 0, {})), "rank 2 (local rank 0) exited with code 3 on h0");
 }
 
 }  // namespace
