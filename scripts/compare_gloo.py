@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Side-by-side all_reduce benchmark: `lockstep bench` against torch.distributed's Gloo backend.
 
 Runs `lockstep bench --nranks N --op all_reduce --backend tcp` first, then the same sizes over Gloo (N local
@@ -9,7 +9,7 @@ busbw = size / time * 2(n-1)/n).
 
 Usage: scripts/compare_gloo.py LOCKSTEP_BINARY [--backend tcp|shm|auto] [--nranks N]
                                [--min-bytes B] [--max-bytes B]
-Needs Debian's python3-torch (scripts/compare_gloo.sh installs it when missing).
+Needs torch (scripts/compare_gloo.sh runs it with the project's .venv).
 """
 
 import argparse

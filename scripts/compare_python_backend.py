@@ -2,7 +2,7 @@
 
 Usage: compare_python_backend.py BUILD_DIR [--rounds N] [--steps N] [--batch N]
 
-Two ranks under `lockstep run`, one thread each, Debian's torch. The two backends alternate round
+Two ranks under `lockstep run`, one thread each, the project's torch 2.x. The two backends alternate round
 by round, so that machine noise hits both alike. Reports the median of the rounds and their spread
 (min-max):
   - f32 all_reduce from Python at 4 KiB, 1 MiB and 64 MiB: µs per call (each round's value is the

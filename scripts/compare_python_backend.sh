@@ -5,5 +5,5 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 lockstep_setup lockstep_cli lockstep_python
-# Debian's interpreter: python3-torch installs for it, not for any other python3 on PATH.
-exec /usr/bin/python3 "$LOCKSTEP_ROOT/scripts/compare_python_backend.py" "$LOCKSTEP_BUILD_DIR" "$@"
+# The project's Python environment (scripts/setup.sh), with its pinned torch.
+exec "$LOCKSTEP_VENV/bin/python" "$LOCKSTEP_ROOT/scripts/compare_python_backend.py" "$LOCKSTEP_BUILD_DIR" "$@"

@@ -1,21 +1,28 @@
 # Sourced by scripts/main.sh and scripts/test.sh (not run on its own).
 #
 # lockstep_setup [TARGET...]: installs the Debian packages lockstep needs (only those missing),
-# configures ./build with CMake and Ninja the first time, then builds incrementally: TARGETs, or
-# everything when none are given. Meant for Debian 12, run as root (or with sudo available).
+# makes the project's Python environment (.venv, with the pinned torch 2.x of
+# scripts/requirements.txt) when it is missing or its pins changed, configures ./build with CMake
+# and Ninja the first time, then builds incrementally: TARGETs, or everything when none are given.
+# Meant for Debian 12, run as root (or with sudo available).
 #
 # Settings (environment): LOCKSTEP_BUILD_DIR (default: <repo>/build), LOCKSTEP_BUILD_TYPE (default
 # RelWithDebInfo, used when configuring), LOCKSTEP_JOBS (default: nproc), LOCKSTEP_BUILD_SANITIZE
-# (a -fsanitize= value for the whole build, used when configuring; scripts/test.sh sets it).
+# (a -fsanitize= value for the whole build, used when configuring; scripts/test.sh sets it),
+# LOCKSTEP_VENV (default: <repo>/.venv), LOCKSTEP_BASE_PYTHON (the interpreter the environment is
+# made from; default: Debian's /usr/bin/python3, 3.11, whatever python3 comes first on PATH).
 
 LOCKSTEP_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LOCKSTEP_BUILD_DIR="${LOCKSTEP_BUILD_DIR:-$LOCKSTEP_ROOT/build}"
+LOCKSTEP_VENV="${LOCKSTEP_VENV:-$LOCKSTEP_ROOT/.venv}"
+LOCKSTEP_BASE_PYTHON="${LOCKSTEP_BASE_PYTHON:-/usr/bin/python3}"
 
 # Debian packages needed to build and test. Later parts of the project append theirs here
-# (libopenmpi-dev). libtorch-dev builds lockstep_torch and the main job, which trains on
-# dataset-fashion-mnist. python3-torch (Debian's PyTorch, for /usr/bin/python3) runs the tests of
-# unmodified PyTorch scripts under `lockstep run`; with python3-dev and pybind11-dev it also builds
-# the Python package (lockstep as a torch.distributed backend), tested with python3-pytest.
+# (libopenmpi-dev). PyTorch is not among them: it comes from the Python package registry into
+# .venv (lockstep_install_python), as its users install it; its wheel's LibTorch builds
+# lockstep_torch and the main job, which trains on dataset-fashion-mnist. python3-venv and
+# python3-dev make that environment and build the Python package (lockstep as a
+# torch.distributed backend) against Debian's python3.
 # libssl-dev: OpenSSL's libcrypto, for the HMAC that authenticates a job's connections.
 # doxygen builds the API reference (the `docs` target, tested by CTest's api_reference).
 # clang and libclang-rt-14-dev (libFuzzer and clang's sanitizers) build the fuzz harnesses
@@ -32,14 +39,11 @@ LOCKSTEP_APT_PACKAGES=(
   libssl-dev
   libbenchmark-dev
   nlohmann-json3-dev
-  libtorch-dev
   dataset-fashion-mnist
   libopenmpi-dev
   openmpi-bin
-  python3-torch
+  python3-venv
   python3-dev
-  pybind11-dev
-  python3-pytest
   doxygen
   clang
   libclang-rt-14-dev
@@ -70,10 +74,29 @@ lockstep_install_packages() {
     "${missing[@]}"
 }
 
+# The project's Python environment: LOCKSTEP_VENV, made from LOCKSTEP_BASE_PYTHON, with
+# scripts/requirements.txt installed. A copy of the pins inside it tells whether they changed
+# since; only then does pip run (a fresh machine downloads about 3 GiB: torch's CUDA wheels).
+lockstep_install_python() {
+  local pins="$LOCKSTEP_ROOT/scripts/requirements.txt" stamp="$LOCKSTEP_VENV/lockstep-requirements.txt"
+  if [[ -f "$stamp" ]] && cmp -s "$pins" "$stamp"; then
+    return 0
+  fi
+  if [[ ! -x "$LOCKSTEP_VENV/bin/python" ]]; then
+    echo "lockstep setup: making the Python environment $LOCKSTEP_VENV from $LOCKSTEP_BASE_PYTHON"
+    "$LOCKSTEP_BASE_PYTHON" -m venv "$LOCKSTEP_VENV"
+  fi
+  echo "lockstep setup: installing scripts/requirements.txt into $LOCKSTEP_VENV"
+  "$LOCKSTEP_VENV/bin/python" -m pip install --disable-pip-version-check --no-input \
+    --retries 5 --timeout 60 -r "$pins"
+  cp "$pins" "$stamp"
+}
+
 lockstep_build() {
   if [[ ! -f "$LOCKSTEP_BUILD_DIR/build.ninja" ]]; then
     cmake -S "$LOCKSTEP_ROOT" -B "$LOCKSTEP_BUILD_DIR" -G Ninja \
       -DCMAKE_BUILD_TYPE="${LOCKSTEP_BUILD_TYPE:-RelWithDebInfo}" \
+      -DLOCKSTEP_PYTHON_EXECUTABLE="$LOCKSTEP_VENV/bin/python" \
       -DLOCKSTEP_SANITIZE="${LOCKSTEP_BUILD_SANITIZE:-}"
   fi
   local targets=()
@@ -92,5 +115,6 @@ lockstep_sanitizer_environment() {
 
 lockstep_setup() {
   lockstep_install_packages
+  lockstep_install_python
   lockstep_build "$@"
 }

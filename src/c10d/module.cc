@@ -1,5 +1,5 @@
 // The Python extension lockstep._lockstep: ProcessGroupLockstep as a subclass of torch's
-// c10d ProcessGroup (registered by torch.distributed, which this module imports first). The
+// c10d Backend (registered by torch.distributed, which this module imports first). The
 // package's __init__.py registers it as the backend "lockstep".
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -10,6 +10,19 @@
 
 namespace py = pybind11;
 using lockstep::c10d_backend::ProcessGroupLockstep;
+
+namespace {
+
+// Whether this build has lockstep's nccl backend (CUDA tensors), registered for "cuda" then.
+bool has_nccl() {
+#ifdef LOCKSTEP_C10D_HAS_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
 
 PYBIND11_MODULE(_lockstep, m) {
   m.doc() = "lockstep as a torch.distributed backend (import lockstep to register it)";
@@ -22,8 +35,9 @@ PYBIND11_MODULE(_lockstep, m) {
       call();
     }
   });
-  py::module_::import("torch.distributed");  // torch's ProcessGroup and Store types
-  py::class_<ProcessGroupLockstep, ::c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupLockstep>>(
+  py::module_::import("torch.distributed");  // torch's Backend and Store types
+  m.attr("has_nccl") = has_nccl();
+  py::class_<ProcessGroupLockstep, ::c10d::Backend, c10::intrusive_ptr<ProcessGroupLockstep>>(
       m, "ProcessGroupLockstep")
       .def(py::init([](const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
                        int64_t timeout_ms, const std::string& group_id,

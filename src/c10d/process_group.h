@@ -1,32 +1,31 @@
-// ProcessGroupLockstep: lockstep as a torch.distributed backend. A c10d::ProcessGroup (torch
-// 1.13's API; in torch 2.x it would derive from c10d::Backend instead, and only this file and its
-// .cc would change) whose every op runs on a lockstep ProcessGroup built on the store that torch
-// hands the backend's creator function.
+// ProcessGroupLockstep: lockstep as a torch.distributed backend. A torch 2.x c10d::Backend
+// (registered for "cpu", and for "cuda" in builds with lockstep's nccl backend) whose every op
+// runs on one lockstep ProcessGroup built on the store that torch hands the backend's creator
+// function. [Tensors] (tensors.h) says what tensors it takes, [Work] (work.h) what its ops return.
+// This folder is all the code that faces c10d.
 //
-// [Tensors] Each op takes CPU tensors (any dtype lockstep has: f32, f64, f16, bf16, i8, u8, i32,
-// i64; bool where lockstep allows it) or, in builds with the nccl backend, CUDA tensors. A
-// contiguous tensor is communicated in place, with no copy. A non-contiguous one goes through a
-// contiguous copy, written back when the op completes. Ops on lists of tensors (allgather,
-// gather, scatter, reduce_scatter, alltoall, the coalesced forms) go through one flat buffer; the
-// _base forms take the flat buffers directly.
+// [Coalescing] startCoalescing()/endCoalescing() (torch's _coalescing_manager, and DDP's and
+// FSDP's grouped ops): each op issued in between starts at once, in order, and returns its own
+// Work; endCoalescing's Work completes when every one of them has, with the first error. The
+// *_coalesced forms run as one lockstep op over a flat buffer.
 //
-// [Work] Every op returns a LockstepWork: wait(timeout), isCompleted(), isSuccess(), exception(),
-// result() and getFuture() (DDP's reducer and comm hooks need it). The future completes on the
-// thread that completes the lockstep op (the group's progress thread), after any write-back; its
-// then-callbacks run there too. A failure reaches Python as RuntimeError carrying lockstep's
-// message unchanged.
+// [Sparse] allreduce of a sparse COO tensor (DDP's sparse embedding gradients), as gloo does it:
+// every rank's indices and values are gathered, and each rank sums them into one coalesced
+// tensor, written into the input. Only SUM (and AVG) are defined for it.
 //
-// [Not supported] recvAnysource (lockstep's p2p names its source), PREMUL_SUM, and lists of
-// several tensors where torch means one per device: each raises an error saying so.
+// [Not supported] recvAnysource is supported (lockstep's recv_any); PREMUL_SUM and lists of
+// several tensors where torch means one per device raise an error saying so.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "c10d/work.h"
 
 namespace lockstep {
 class ProcessGroup;
@@ -41,12 +40,11 @@ namespace lockstep::c10d_backend {
 using BlockingCallWrapper = void (*)(const std::function<void()>& call);
 void set_blocking_call_wrapper(BlockingCallWrapper wrapper);
 
-class ProcessGroupLockstep : public ::c10d::ProcessGroup {
+class ProcessGroupLockstep : public ::c10d::Backend {
  public:
   using Work = ::c10d::Work;
   template <class T>
   using Ptr = c10::intrusive_ptr<T>;
-  using Tensors = std::vector<at::Tensor>;
 
   // Collective over the group's members: connects to every one through `store`. group_id is
   // torch's name of the group ("0" for the default group); global_ranks its members' ranks in
@@ -60,9 +58,11 @@ class ProcessGroupLockstep : public ::c10d::ProcessGroup {
   const std::string getBackendName() const override { return "lockstep"; }
   // lockstep's backend in use: "shm", "tcp", "hier", ...
   const std::string& lockstep_backend() const;
+  bool supportsCoalescing() const override { return true; }
 
   Ptr<Work> broadcast(Tensors& tensors, const ::c10d::BroadcastOptions& opts) override;
   Ptr<Work> allreduce(Tensors& tensors, const ::c10d::AllreduceOptions& opts) override;
+  Ptr<Work> allreduce_sparse(Tensors& tensors, const ::c10d::AllreduceOptions& opts) override;
   Ptr<Work> allreduce_coalesced(Tensors& tensors,
                                 const ::c10d::AllreduceCoalescedOptions& opts) override;
   Ptr<Work> reduce(Tensors& tensors, const ::c10d::ReduceOptions& opts) override;
@@ -72,6 +72,8 @@ class ProcessGroupLockstep : public ::c10d::ProcessGroup {
                             const ::c10d::AllgatherOptions& opts) override;
   Ptr<Work> allgather_coalesced(std::vector<Tensors>& outputs, Tensors& inputs,
                                 const ::c10d::AllgatherOptions& opts) override;
+  Ptr<Work> allgather_into_tensor_coalesced(Tensors& outputs, Tensors& inputs,
+                                            const ::c10d::AllgatherOptions& opts) override;
   Ptr<Work> gather(std::vector<Tensors>& outputs, Tensors& inputs,
                    const ::c10d::GatherOptions& opts) override;
   Ptr<Work> scatter(Tensors& outputs, std::vector<Tensors>& inputs,
@@ -80,6 +82,8 @@ class ProcessGroupLockstep : public ::c10d::ProcessGroup {
                            const ::c10d::ReduceScatterOptions& opts) override;
   Ptr<Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                  const ::c10d::ReduceScatterOptions& opts) override;
+  Ptr<Work> reduce_scatter_tensor_coalesced(Tensors& outputs, Tensors& inputs,
+                                            const ::c10d::ReduceScatterOptions& opts) override;
   Ptr<Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                           std::vector<int64_t>& output_splits, std::vector<int64_t>& input_splits,
                           const ::c10d::AllToAllOptions& opts) override;
@@ -90,12 +94,20 @@ class ProcessGroupLockstep : public ::c10d::ProcessGroup {
   Ptr<Work> send(Tensors& tensors, int dst, int tag) override;
   Ptr<Work> recv(Tensors& tensors, int src, int tag) override;
   Ptr<Work> recvAnysource(Tensors& tensors, int tag) override;
+  void startCoalescing() override;
+  Ptr<Work> endCoalescing() override;
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return collectives_; }
 
  private:
+  // Every op's Work goes through here: counted (collectives), and joined while coalescing.
+  Ptr<Work> issue(WorkSpec spec, std::vector<WorkPtr> ops, bool collective = true);
+  Ptr<Work> sparse_allreduce(const at::Tensor& tensor, const ::c10d::AllreduceOptions& opts);
+
   std::shared_ptr<lockstep::ProcessGroup> group_;
   uint64_t collectives_ = 0;  // collectives issued (the same on every rank when they agree)
+  bool coalescing_ = false;
+  std::vector<WorkPtr> coalesced_;  // the ops issued since startCoalescing()
 };
 
 }  // namespace lockstep::c10d_backend

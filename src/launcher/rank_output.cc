@@ -48,12 +48,25 @@ void RankOutput::finish() {
   log_file_.reset();
 }
 
-void RankOutput::emit(StreamKind stream, const std::string& line) {
+// [Torch's prefix] torch 2.x starts each line of a rank's traceback with "[rankN]: " (its
+// excepthook) and each of its C++ log lines with "[rankN]:". The console adds that tag already,
+// and the traceback scanner and the summary read the line as the rank wrote it: both get it
+// without torch's copy. The log file keeps the raw line.
+std::string_view RankOutput::without_torch_prefix(std::string_view line) const {
+  std::string_view tag(prefix_.data(), prefix_.size() - 1);  // "[rankN]:"
+  if (!line.starts_with(tag)) return line;
+  line.remove_prefix(tag.size());
+  if (line.starts_with(' ')) line.remove_prefix(1);
+  return line;
+}
+
+void RankOutput::emit(StreamKind stream, const std::string& raw) {
   bool is_out = stream == StreamKind::out;
+  std::string line(without_torch_prefix(raw));
   if (is_out ? route_.out_to_console : route_.err_to_console)
     write_all(is_out ? STDOUT_FILENO : STDERR_FILENO, prefix_ + line + "\n");
   if (log_file_.valid() && (is_out ? route_.out_to_file : route_.err_to_file))
-    write_all(log_file_.get(), line + "\n");
+    write_all(log_file_.get(), raw + "\n");
   if (!is_out) {
     traceback_.feed(line);
     tail_.push_back(line);

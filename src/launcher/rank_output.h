@@ -1,5 +1,5 @@
 // One rank's output: its stdout and stderr, cut into lines, prefixed with "[rankN]: " on the
-// console and copied raw to its log file.
+// console (once: [Torch's prefix] in rank_output.cc) and copied raw to its log file.
 //
 // [Whole lines] The launcher is the only writer of its console, and every console line is one
 // write(2) of prefix + line + '\n', so lines of different ranks never interleave mid-line. A line
@@ -57,7 +57,8 @@ class RankOutput {
   const std::optional<PythonError>& python_error() const { return traceback_.last(); }
 
  private:
-  void emit(StreamKind stream, const std::string& line);
+  void emit(StreamKind stream, const std::string& raw);
+  std::string_view without_torch_prefix(std::string_view line) const;  // [Torch's prefix]
   std::string prefix_;
   OutputRoute route_;
   net::Fd log_file_;

@@ -1,4 +1,4 @@
-// [Autograd glue] (autograd_glue.h): the LibTorch internals DDP uses, against 1.13.
+// [Autograd glue] (autograd_glue.h): the LibTorch internals DDP uses.
 #include "autograd_glue.h"
 
 #include <torch/csrc/autograd/engine.h>
@@ -46,7 +46,7 @@ void add_node_pre_hook(Node& node, std::function<void()> fn) {
   node.add_pre_hook(std::make_unique<NodePreHook>(std::move(fn)));
 }
 
-std::shared_ptr<Node> accumulator_of(const at::Tensor& param) {
+NodePtr accumulator_of(const at::Tensor& param) {
   return ::torch::autograd::impl::grad_accumulator(param);
 }
 
@@ -64,7 +64,7 @@ void at_end_of_backward(std::function<void()> fn) {
 
 void reachable_nodes(const std::vector<at::Tensor>& outputs,
                      std::unordered_set<const Node*>& seen) {
-  std::vector<std::shared_ptr<Node>> stack;
+  std::vector<NodePtr> stack;
   for (const at::Tensor& out : outputs) {
     if (!out.defined() || !out.requires_grad()) continue;
     if (auto fn = out.grad_fn()) {
@@ -74,7 +74,7 @@ void reachable_nodes(const std::vector<at::Tensor>& outputs,
     }
   }
   while (!stack.empty()) {
-    std::shared_ptr<Node> node = std::move(stack.back());
+    NodePtr node = std::move(stack.back());
     stack.pop_back();
     if (!seen.insert(node.get()).second) continue;
     for (const auto& edge : node->next_edges()) {

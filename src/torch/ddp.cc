@@ -111,7 +111,7 @@ class DistributedDataParallelBase::Impl : public ddp::GradientAccess {
   std::vector<std::string> names_;  // reduced parameters (requires_grad), registration order
   std::vector<at::Tensor> params_;
   std::vector<at::Tensor> buffers_;
-  std::vector<std::shared_ptr<Node>> accumulators_;
+  std::vector<detail::NodePtr> accumulators_;
   std::vector<uintptr_t> hook_keys_;
   std::vector<uint8_t> grad_is_view_;
   std::unique_ptr<ddp::Reducer> reducer_;

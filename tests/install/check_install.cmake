@@ -3,7 +3,8 @@
 # step that goes wrong, with that step's output.
 #
 #   cmake -DSOURCE_DIR=<repo> -DWORK_DIR=<scratch> -DGENERATOR=<generator>
-#         [-DBUILD_DIR=<configured lockstep build tree>] -P check_install.cmake
+#         [-DBUILD_DIR=<configured lockstep build tree>] [-DPYTHON=<interpreter with torch>]
+#         [-DTORCH_DIR=<its TorchConfig.cmake folder>] -P check_install.cmake
 #
 # With BUILD_DIR (as CTest passes it) the existing build tree is brought up to date and installed,
 # which takes seconds; without it lockstep is configured and built from scratch, tests off.
@@ -101,7 +102,7 @@ if("torch" IN_LIST components)
   run_step("configuring the LibTorch consumer project"
     ${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/install/torch_consumer" -B "${torch_build}"
       -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}"
-      -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+      "-DTorch_DIR=${TORCH_DIR}" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
   run_step("building the LibTorch consumer project" ${CMAKE_COMMAND} --build "${torch_build}")
   run_consumer("the LibTorch consumer" "${torch_build}/lockstep_torch_consumer"
     "lockstep torch consumer: ok")
@@ -121,9 +122,9 @@ if(EXISTS "${lockstep_build}/python")
   get_filename_component(site_dir "${package_dir}" DIRECTORY)
   # (Python statements on separate lines: a ';' would split the CMake argument.)
   # PYTHON_PRELOAD: the sanitizer runtimes a sanitized build's extension needs loaded first.
-  set(python /usr/bin/python3)
+  set(python ${PYTHON})
   if(PYTHON_PRELOAD)
-    set(python ${CMAKE_COMMAND} -E env LD_PRELOAD=${PYTHON_PRELOAD} /usr/bin/python3)
+    set(python ${CMAKE_COMMAND} -E env LD_PRELOAD=${PYTHON_PRELOAD} ${PYTHON})
   endif()
   run_step("importing the installed Python package" ${python} -c
     "import sys\nsys.path.insert(0, '${site_dir}')\nimport lockstep, torch.distributed as d\nassert lockstep.__file__.startswith('${site_dir}')\nassert 'LOCKSTEP' in d.Backend._plugins\nprint('python package: ok, backend lockstep registered from', lockstep.__file__)")

@@ -1,11 +1,11 @@
-// Unmodified PyTorch scripts under `lockstep run`, as a torchrun drop-in: Debian's torch 1.13 with
+// Unmodified PyTorch scripts under `lockstep run`, as a torchrun drop-in: torch 2.x with
 // gloo over env:// (rank 0 hosts torch's TCPStore at MASTER_PORT, the launcher's own store is
 // elsewhere), the script / -m / --no-python forms, Python exceptions in the summary, @record's
 // error file, restarts, two nodes, and lockstep programs beside PyTorch scripts.
 //
-// The interpreter is Debian's /usr/bin/python3 (LOCKSTEP_TEST_PYTHON overrides it), not whatever
-// python3 comes first on PATH. Without torch there, these tests skip: scripts/setup.sh installs
-// python3-torch, so the suite runs them.
+// The interpreter is the one the build found torch in (LOCKSTEP_PYTHON_EXECUTABLE: scripts/setup.sh's
+// .venv; LOCKSTEP_TEST_PYTHON overrides it), not whatever python3 comes first on PATH. Without
+// torch there, these tests skip: scripts/setup.sh installs it, so the suite runs them.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -25,7 +25,8 @@ const std::string kScript = kPythonDir + "/torch_job.py";
 const std::string& torch_python() {
   static const std::string python = [] {
     const char* chosen = std::getenv("LOCKSTEP_TEST_PYTHON");
-    std::string path = chosen && *chosen ? chosen : "/usr/bin/python3";
+    std::string path = chosen && *chosen ? chosen : LOCKSTEP_TEST_PYTHON_DEFAULT;
+    if (path.empty()) return path;
     auto r = run_process({path, "-c", "import torch.distributed"}, {}, std::chrono::seconds(60));
     return r.exit_code == 0 ? path : std::string();
   }();
@@ -34,10 +35,10 @@ const std::string& torch_python() {
 
 #define REQUIRE_TORCH()                                                                        \
   if (torch_python().empty())                                                                  \
-  GTEST_SKIP() << "needs PyTorch for /usr/bin/python3 (Debian's python3-torch, which "          \
-                  "scripts/setup.sh installs)"
+  GTEST_SKIP() << "needs PyTorch for " LOCKSTEP_TEST_PYTHON_DEFAULT " (scripts/setup.sh "     \
+                  "installs it into .venv)"
 
-// The launcher runs Debian's interpreter; one thread per rank keeps 3 ranks fast on 2 cores.
+// The launcher runs that interpreter; one thread per rank keeps 3 ranks fast on 2 cores.
 EnvChanges python_env(EnvChanges more = {}) {
   more.emplace("LOCKSTEP_PYTHON", torch_python());
   more.emplace("OMP_NUM_THREADS", "1");

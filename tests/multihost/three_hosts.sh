@@ -7,9 +7,9 @@
 #   2b. order and size mismatches on hier, within a host and across hosts: a MismatchError on every
 #      rank at once (tests/multihost/multihost_job.cc);
 #   3. srun's variables set by hand, no launcher: the store's address and port from Slurm's;
-#   4. an unmodified PyTorch gloo script (Debian's python3-torch), when torch is installed.
+#   4. an unmodified PyTorch gloo script, with the interpreter in $2, when it has torch.
 # Skips (exit 77) where namespaces cannot be made. Removes every namespace it made on exit.
-#   tests/multihost/three_hosts.sh BUILD_DIR
+#   tests/multihost/three_hosts.sh BUILD_DIR [PYTHON]
 set -uo pipefail
 source "$(dirname "$0")/fixture.sh" "$1" 3
 port=29500
@@ -111,11 +111,12 @@ done
 expect slurm "all_reduce: ok on 6 ranks (backend hier)"
 expect slurm "the first host of SLURM_JOB_NODELIST=10.231.0.[1-3]; port 19242: from SLURM_JOB_ID=4242"
 
-if /usr/bin/python3 -c "import torch.distributed" 2>/dev/null; then
-  job gloo /usr/bin/python3 "$root/tests/multihost/gloo_job.py" || failures=$((failures + 1))
+python=${2:-}  # the interpreter the build found torch in (tests/CMakeLists.txt)
+if [ -n "$python" ] && "$python" -c "import torch.distributed" 2>/dev/null; then
+  job gloo "$python" "$root/tests/multihost/gloo_job.py" || failures=$((failures + 1))
   expect gloo "gloo: ok on 6 ranks over 3 hosts (2 per host)"
 else
-  echo "skipped: the PyTorch gloo job (no python3-torch)"
+  echo "skipped: the PyTorch gloo job (no torch for '${python}')"
 fi
 
 rm -rf "$out"
