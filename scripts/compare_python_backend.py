@@ -8,7 +8,9 @@ by round, so that machine noise hits both alike. Reports the median of the round
   - f32 all_reduce from Python at 4 KiB, 1 MiB and 64 MiB: µs per call (each round's value is the
     median of many calls) and bus bandwidth, 2 (n-1)/n * bytes / time;
   - torch's DistributedDataParallel on the main job's CNN (Fashion-MNIST, batch N per rank):
-    samples/s.
+    samples/s;
+  - FSDP2 (fully_shard) on a transformer of about 25M parameters (tests/c10d/fsdp_job.py
+    --bench): steps/s (--fsdp-steps 0 skips it).
 """
 import argparse
 import os
@@ -21,10 +23,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SIZES = [4 << 10, 1 << 20, 64 << 20]
 
 
-def run(build, *args):
+FSDP_JOB = os.path.join(HERE, "..", "tests", "c10d", "fsdp_job.py")
+FSDP_MODEL = ["--dim", "512", "--layers", "6", "--vocab", "8192"]
+
+
+def run(build, *args, script=os.path.join(HERE, "python_backend_job.py")):
     env = dict(os.environ, PYTHONPATH=os.path.join(build, "python"), OMP_NUM_THREADS="1")
     cmd = [os.path.join(build, "lockstep"), "run", "--standalone", "--nproc-per-node", "2",
-           "--python", sys.executable, os.path.join(HERE, "python_backend_job.py"), *args]
+           "--python", sys.executable, script, *args]
     done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True)
     if done.returncode != 0:
@@ -42,9 +48,12 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--fsdp-steps", type=int, default=5)
     args = parser.parse_args()
     us = {(b, s): [] for b in ("lockstep", "gloo") for s in SIZES}
     ddp = {"lockstep": [], "gloo": []}
+    fsdp = {"lockstep": [], "gloo": []}
+    params = 0
     for round_ in range(args.rounds):
         for backend in ("lockstep", "gloo"):
             out = run(args.build, "allreduce", backend, *map(str, SIZES))
@@ -52,9 +61,15 @@ def main():
                 us[backend, int(size)].append(float(t))
             out = run(args.build, "ddp", backend, str(args.steps), str(args.batch))
             ddp[backend].append(float(re.search(r"DDP ([0-9.]+)", out).group(1)))
-            print(f"round {round_ + 1} {backend}: " +
-                  ", ".join(f"{s}: {us[backend, s][-1]:.1f} us" for s in SIZES) +
-                  f", DDP {ddp[backend][-1]:.0f} samples/s", flush=True)
+            line = ", ".join(f"{s}: {us[backend, s][-1]:.1f} us" for s in SIZES)
+            line += f", DDP {ddp[backend][-1]:.0f} samples/s"
+            if args.fsdp_steps:
+                out = run(args.build, "--backend", backend, "--bench", str(args.fsdp_steps),
+                          *FSDP_MODEL, script=FSDP_JOB)
+                fsdp[backend].append(1 / float(re.search(r"FSDP_STEP_S ([0-9.]+)", out).group(1)))
+                params = int(re.search(r"FSDP_PARAMS (\d+)", out).group(1))
+                line += f", FSDP2 {fsdp[backend][-1]:.2f} steps/s"
+            print(f"round {round_ + 1} {backend}: {line}", flush=True)
     print(f"\nmedian of {args.rounds} rounds (min-max), 2 ranks, 1 thread each")
     print("| size | lockstep µs | gloo µs | lockstep busbw GB/s | gloo busbw GB/s | ratio |")
     print("|---|---|---|---|---|---|")
@@ -67,6 +82,11 @@ def main():
     print(f"\nDDP (main job's CNN, batch {args.batch} per rank, world 2): lockstep {spread(l)} "
           f"samples/s, gloo {spread(g)} samples/s, ratio "
           f"{statistics.median(l) / statistics.median(g):.2f}x")
+    if args.fsdp_steps:
+        l, g = fsdp["lockstep"], fsdp["gloo"]
+        sp = lambda v: f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})"
+        print(f"FSDP2 ({params / 1e6:.1f}M parameters, world 2): lockstep {sp(l)} steps/s, "
+              f"gloo {sp(g)} steps/s, ratio {statistics.median(l) / statistics.median(g):.2f}x")
 
 
 if __name__ == "__main__":

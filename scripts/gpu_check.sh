@@ -3,8 +3,11 @@
 # no MPI, LibTorch, Python, examples or docs; nothing fetched from the network), builds only the
 # nccl tests, runs them with bounded time, and writes a short report: pass, fail or skip per
 # test, the device, the NCCL version, and the latency of a 4-byte all_reduce (blocking, then
-# non-blocking communicators). Whole run under 10 minutes; on a machine without a GPU it runs
-# the CPU tests and reports that the GPU tests skipped.
+# non-blocking communicators). Then, where python3 has a CUDA build of torch 2.x (the GPU
+# machine's image: torch 2.11, CUDA 13, Python 3.12), a second build of the Python package and the
+# launcher against it, and CUDA tensors through the "lockstep" backend and beside torch's NCCL
+# ("cpu:lockstep,cuda:nccl"), one rank per GPU. Whole run under 10 minutes; on a machine without
+# a GPU it runs the CPU tests and reports that the GPU tests skipped.
 #
 #   scripts/gpu_check.sh                 # report in $OUT/gpu_check_report.txt if OUT is set,
 #                                        # else in the build folder
@@ -76,6 +79,45 @@ NB_OUT="$BUILD/gpu_check_nonblocking.txt"
 LOCKSTEP_NCCL_NONBLOCKING=1 timeout --kill-after=5 30 "$TEST_BIN" --gtest_color=no \
   --gtest_filter='NcclProbe.LatencyOfAFourByteAllReduce' >"$NB_OUT" 2>&1
 
+# --- torch 2.x on the GPU: the Python package, CUDA tensors, one rank per GPU ---------------------
+PY="${LOCKSTEP_GPU_PYTHON:-python3}"
+TORCH_OUT="$BUILD/gpu_check_torch.txt"
+: >"$TORCH_OUT"
+TORCH_RESULT="not run"
+GPUS=$("$PY" -c "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)" 2>/dev/null || echo 0)
+if ((GPUS == 0)); then
+  TORCH_RESULT="skipped ($PY has no CUDA torch, or no GPU)"
+elif ((SECONDS - START > 420)); then
+  TORCH_RESULT="skipped (no time left: $((SECONDS - START)) s used)"
+else
+  TBUILD="$BUILD/torch"
+  if timeout 90 cmake -S "$ROOT" -B "$TBUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
+       -DLOCKSTEP_PYTHON_EXECUTABLE="$(command -v "$PY")" -DLOCKSTEP_WITH_MPI=OFF \
+       -DLOCKSTEP_BUILD_TESTS=OFF -DLOCKSTEP_BUILD_EXAMPLES=OFF >>"$TORCH_OUT" 2>&1 &&
+     timeout 150 cmake --build "$TBUILD" --target lockstep_python lockstep_cli -j "$JOBS" \
+       >>"$TORCH_OUT" 2>&1; then
+    NPROC=$GPUS
+    ((NPROC > 2)) && NPROC=2
+    TORCH_RESULT="ok"
+    for job in cuda_job.py; do
+      for init in lockstep "cpu:lockstep,cuda:nccl"; do
+        JOB_OUT=$(PYTHONPATH="$TBUILD/python" LOCKSTEP_TIMEOUT=60 LOCKSTEP_CUDA_JOB_INIT="$init" \
+          timeout 90 "$TBUILD/lockstep" run --standalone --nproc-per-node "$NPROC" \
+          --python "$PY" "$ROOT/tests/c10d/$job" 2>&1)
+        JOB_RC=$?
+        echo "$JOB_OUT" >>"$TORCH_OUT"
+        if ((JOB_RC != 0)) || ! grep -q "CUDA_OK rank=0 init=$init" <<<"$JOB_OUT"; then
+          TORCH_RESULT="FAILED ($job, init $init; see $TORCH_OUT)"
+          RC=1
+        fi
+      done
+    done
+  else
+    TORCH_RESULT="build FAILED or ran past its limit (see $TORCH_OUT)"
+    RC=1
+  fi
+fi
+
 # --- Report ----------------------------------------------------------------------------------------
 summary() {  # "<STATUS> <test>[ -- <skip reason>]" from gtest's output
   awk '/^\[ RUN      \] /{cur=$4; grab=0; next}
@@ -101,5 +143,7 @@ if ((fail > 0)); then
   say "failures (first lines of each):"
   grep -B2 -A12 '^\[  FAILED  \] .*(' "$RUN_OUT" | head -80 | tee -a "$REPORT" >/dev/null
 fi
+say "torch 2.x with CUDA tensors (the Python package): $TORCH_RESULT"
+((fail == 0)) && [[ "$TORCH_RESULT" == FAILED* || "$TORCH_RESULT" == build* ]] && fail=1
 say "total: $((SECONDS - START)) s; full output in $RUN_OUT; report in $REPORT"
 ((fail == 0 && RC != 124 && RC != 137)) && exit 0 || exit 1

@@ -79,8 +79,8 @@ std::string find_python(const LaunchOptions& o, const std::string& what) {
   } catch (const UsageError& e) {
     if (chosen.empty())
       throw UsageError(detail::concat(
-          what, " needs a Python interpreter, but python3 is not in PATH; install Debian's "
-          "(apt-get install python3-torch) or name one with --python PATH or LOCKSTEP_PYTHON"));
+          what, " needs a Python interpreter, but python3 is not in PATH; name the one that has "
+          "torch with --python PATH or LOCKSTEP_PYTHON (the scripts' is .venv/bin/python)"));
     throw UsageError(detail::concat(what, " needs a Python interpreter, but ", source, "='",
                                     chosen, "' is not one: ", e.what()));
   }

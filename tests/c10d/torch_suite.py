@@ -11,7 +11,9 @@ torch's "gloo" plugin is lockstep's. Each process checks that at start (LOCKSTEP
 Prints unittest's summary; scripts/torch_suite.sh runs the whole suite and tabulates it.
 """
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -24,7 +26,9 @@ known, rest = parser.parse_known_args()
 os.environ["WORLD_SIZE"] = str(known.world)
 os.environ["LOCKSTEP_SUITE_AS"] = known.mode
 os.environ["BACKEND"] = "lockstep" if known.mode == "plugin" else "gloo"
-os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="lockstep-suite-"))
+if "TEMP_DIR" not in os.environ:  # the parent makes it (and removes it); the ranks inherit it
+    os.environ["TEMP_DIR"] = tempfile.mkdtemp(prefix="lockstep-suite-")
+    atexit.register(shutil.rmtree, os.environ["TEMP_DIR"], ignore_errors=True)
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402

@@ -4,31 +4,49 @@
 # registers the backend, the `lockstep` command is on the environment's PATH, and a 2-rank DDP
 # script trains under it. Then `pip wheel .` (the same build folder, so no second compile) and an
 # sdist: the wheel holds the module and the command; the sdist holds every file the build reads,
-# checked by configuring it. scripts/pip_check.sh also builds and installs the sdist itself.
-#   tests/install/pip_install.sh SOURCE_DIR WORK_DIR PYTHON
+# checked by configuring it. With --sdist (scripts/pip_check.sh) it also installs the sdist into a
+# second fresh environment, a whole second build, and trains there too.
+#   tests/install/pip_install.sh SOURCE_DIR WORK_DIR PYTHON [--sdist]
 # PYTHON is the interpreter whose torch the fresh environment sees (the project's .venv): a .pth
 # file adds its site-packages, as if the user had installed torch there (no second 3 GiB download).
 set -euo pipefail
-src=$1 work=$2 torch_python=$3
+src=$1 work=$2 torch_python=$3 from_sdist=${4:-}
 [ -x "$torch_python" ] || { echo "pip_install: no interpreter '$torch_python'"; exit 77; }
 "$torch_python" -c "import torch" 2>/dev/null || { echo "pip_install: no torch for $torch_python"; exit 77; }
 
-rm -rf "$work/venv" "$work/dist" "$work/sdist"
+rm -rf "$work/venv" "$work/venv-sdist" "$work/dist" "$work/sdist"
 mkdir -p "$work"
 base=$("$torch_python" -c "import sys; print(sys._base_executable)")
-"$base" -m venv "$work/venv"
+# fresh_env DIR: a new virtual environment that sees the user's torch and has no lockstep.
+fresh_env() {
+  "$base" -m venv "$1"
+  local site
+  site=$("$1/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  "$torch_python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > "$site/torch-from-user.pth"
+  "$1/bin/python" -c "import torch; print('fresh environment sees torch', torch.__version__)"
+  ! "$1/bin/python" -c "import lockstep" 2>/dev/null || { echo "FAIL: lockstep importable before pip install"; exit 1; }
+}
+# ddp_job ENV: 2 ranks of torch DDP under ENV's own lockstep run, over the lockstep backend.
+ddp_job() {
+  local out=$work/ddp_weights.pt
+  rm -f "$out"
+  env -u PYTHONPATH -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT \
+    PATH="$1/bin:$PATH" OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1 LOCKSTEP_TIMEOUT=60 \
+    lockstep run --standalone --nproc-per-node 2 --python "$1/bin/python" \
+    "$src/tests/c10d/ddp_job.py" --backend lockstep --out "$out" --steps 4
+  [ -s "$out" ] || { echo "FAIL: the DDP job saved no weights"; exit 1; }
+  echo "ddp: ok, weights saved"
+}
+fresh_env "$work/venv"
 py=$work/venv/bin/python
 site=$("$py" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-"$torch_python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > "$site/torch-from-user.pth"
-"$py" -c "import torch; print('fresh environment sees torch', torch.__version__)"
-! "$py" -c "import lockstep" 2>/dev/null || { echo "FAIL: lockstep importable before pip install"; exit 1; }
 
 step() { echo; echo "== $*"; }
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 # One persistent build folder: `pip wheel .` after `pip install .` recompiles nothing.
 build_dir=$work/skbuild
 step "pip install $src (build isolation: scikit-build-core from the registry, torch the user's)"
-"$py" -m pip install -v -C build-dir="$build_dir" "$src" > "$work/pip_install.log" 2>&1 \
+"$py" -m pip install -v --config-settings=build-dir="$build_dir" "$src" > "$work/pip_install.log" 2>&1 \
   || { tail -50 "$work/pip_install.log"; echo "FAIL: pip install"; exit 1; }
 grep -E "lockstep: LibTorch .* from" "$work/pip_install.log" | sed 's/^ *//'
 grep -q "lockstep: LibTorch $("$torch_python" -c 'import torch; print(torch.__version__)') from $py" \
@@ -44,16 +62,10 @@ print('import lockstep: ok from', lockstep.__file__)"
 PATH="$work/venv/bin:$PATH" lockstep --version
 
 step "a 2-rank DDP job under the installed lockstep run"
-out=$work/ddp_weights.pt
-env -u PYTHONPATH -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT \
-  PATH="$work/venv/bin:$PATH" OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1 LOCKSTEP_TIMEOUT=60 \
-  lockstep run --standalone --nproc-per-node 2 --python "$py" \
-  "$src/tests/c10d/ddp_job.py" --backend lockstep --out "$out" --steps 4
-[ -s "$out" ] || { echo "FAIL: the DDP job saved no weights"; exit 1; }
-echo "ddp: ok, weights saved"
+ddp_job "$work/venv"
 
 step "pip wheel $src (the same build folder)"
-"$py" -m pip wheel --no-deps -C build-dir="$build_dir" -w "$work/dist" "$src" > "$work/pip_wheel.log" 2>&1 \
+"$py" -m pip wheel --no-deps --config-settings=build-dir="$build_dir" -w "$work/dist" "$src" > "$work/pip_wheel.log" 2>&1 \
   || { tail -50 "$work/pip_wheel.log"; echo "FAIL: pip wheel"; exit 1; }
 wheel=$(ls "$work"/dist/lockstep-*.whl)
 "$py" - "$wheel" <<'EOF'
@@ -81,5 +93,12 @@ cmake -S "$unpacked" -B "$work/sdist/configure" -G Ninja -DLOCKSTEP_PYTHON_EXECU
 grep -q "lockstep: Python package for" "$work/sdist_configure.log" \
   || { echo "FAIL: the sdist's configure found no torch"; exit 1; }
 echo "sdist: ok, configures with the Python package"
+if [ "$from_sdist" = --sdist ]; then
+  step "pip install the sdist into another fresh environment (a second build)"
+  fresh_env "$work/venv-sdist"
+  "$work/venv-sdist/bin/python" -m pip install "$work"/sdist/lockstep-*.tar.gz \
+    > "$work/pip_sdist.log" 2>&1 || { tail -50 "$work/pip_sdist.log"; echo "FAIL: pip install sdist"; exit 1; }
+  ddp_job "$work/venv-sdist"
+fi
 echo
 echo "pip_install: ok"
