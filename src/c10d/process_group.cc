@@ -112,7 +112,11 @@ auto ProcessGroupLockstep::broadcast(Tensors& tensors, const ::c10d::BroadcastOp
   auto op = group_->broadcast(
       view_of(s.buffer, "broadcast"),
       {.root = static_cast<int>(opts.rootRank), .timeout = timeout_of(opts.timeout)});
-  return issue({.type = ::c10d::OpType::BROADCAST, .outputs = tensors, .keep_alive = {s.buffer}, .finish = [s] { s.write_back(); }}, {op});
+  return issue({.type = ::c10d::OpType::BROADCAST,
+                .outputs = tensors,
+                .keep_alive = {s.buffer},
+                .finish = [s] { s.write_back(); }},
+               {op});
 }
 
 auto ProcessGroupLockstep::allreduce(Tensors& tensors, const ::c10d::AllreduceOptions& opts)
@@ -123,7 +127,11 @@ auto ProcessGroupLockstep::allreduce(Tensors& tensors, const ::c10d::AllreduceOp
   ReduceOp op_kind = reduce_op(opts.reduceOp, "allreduce");
   auto op = group_->all_reduce(view_of(s.buffer, "allreduce"),
                                {.op = op_kind, .timeout = timeout_of(opts.timeout)});
-  return issue({.type = ::c10d::OpType::ALLREDUCE, .outputs = tensors, .keep_alive = {s.buffer}, .finish = [s] { s.write_back(); }}, {op});
+  return issue({.type = ::c10d::OpType::ALLREDUCE,
+                .outputs = tensors,
+                .keep_alive = {s.buffer},
+                .finish = [s] { s.write_back(); }},
+               {op});
 }
 
 auto ProcessGroupLockstep::allreduce_coalesced(Tensors& tensors,
@@ -134,7 +142,11 @@ auto ProcessGroupLockstep::allreduce_coalesced(Tensors& tensors,
   ReduceOp op_kind = reduce_op(opts.reduceOp, "allreduce_coalesced");
   auto op = group_->all_reduce(view_of(flat, "allreduce_coalesced"),
                                {.op = op_kind, .timeout = timeout_of(opts.timeout)});
-  return issue({.type = ::c10d::OpType::ALLREDUCE_COALESCED, .outputs = tensors, .keep_alive = {flat}, .finish = [flat, tensors] { unflatten_into(flat, tensors); }}, {op});
+  return issue({.type = ::c10d::OpType::ALLREDUCE_COALESCED,
+                .outputs = tensors,
+                .keep_alive = {flat},
+                .finish = [flat, tensors] { unflatten_into(flat, tensors); }},
+               {op});
 }
 
 auto ProcessGroupLockstep::allreduce_sparse(Tensors& tensors, const ::c10d::AllreduceOptions& opts)
@@ -153,9 +165,14 @@ auto ProcessGroupLockstep::reduce(Tensors& tensors, const ::c10d::ReduceOptions&
                             .op = op_kind,
                             .timeout = timeout_of(opts.timeout)});
   bool root = opts.rootRank == rank_;
-  return issue({.type = ::c10d::OpType::REDUCE, .outputs = tensors, .keep_alive = {s.buffer}, .finish = [s, root] {
-    if (root) s.write_back();
-  }}, {op});
+  return issue({.type = ::c10d::OpType::REDUCE,
+                .outputs = tensors,
+                .keep_alive = {s.buffer},
+                .finish =
+                    [s, root] {
+                      if (root) s.write_back();
+                    }},
+               {op});
 }
 
 auto ProcessGroupLockstep::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
@@ -170,7 +187,12 @@ auto ProcessGroupLockstep::allgather(std::vector<Tensors>& outputs, Tensors& inp
   at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
   auto op = group_->all_gather(view_of(s.buffer, "allgather"), view_of(flat, "allgather"),
                                {.timeout = timeout_of(opts.timeout)});
-  return issue({.type = ::c10d::OpType::ALLGATHER, .outputs = outs, .keep_alive = {s.buffer, flat}, .finish = [flat, outs] { unflatten_into(flat, outs); }}, {op});
+  return issue({.type = ::c10d::OpType::ALLGATHER,
+                .outputs = outs,
+                .inputs = inputs,
+                .keep_alive = {s.buffer, flat},
+                .finish = [flat, outs] { unflatten_into(flat, outs); }},
+               {op});
 }
 
 auto ProcessGroupLockstep::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -179,7 +201,12 @@ auto ProcessGroupLockstep::_allgather_base(at::Tensor& output, at::Tensor& input
   auto op = group_->all_gather(view_of(in.buffer, "_allgather_base"),
                                view_of(out.buffer, "_allgather_base"),
                                {.timeout = timeout_of(opts.timeout)});
-  return issue({.type = ::c10d::OpType::_ALLGATHER_BASE, .outputs = {output}, .keep_alive = {in.buffer, out.buffer}, .finish = [out] { out.write_back(); }}, {op});
+  return issue({.type = ::c10d::OpType::_ALLGATHER_BASE,
+                .outputs = {output},
+                .inputs = {input},
+                .keep_alive = {in.buffer, out.buffer},
+                .finish = [out] { out.write_back(); }},
+               {op});
 }
 
 auto ProcessGroupLockstep::allgather_coalesced(std::vector<Tensors>& outputs, Tensors& inputs,
@@ -200,7 +227,12 @@ auto ProcessGroupLockstep::allgather_coalesced(std::vector<Tensors>& outputs, Te
   auto op = group_->all_gather(view_of(flat_in, "allgather_coalesced"),
                                view_of(flat_out, "allgather_coalesced"),
                                {.timeout = timeout_of(opts.timeout)});
-  return issue({.type = ::c10d::OpType::ALLGATHER_COALESCED, .outputs = all_outputs, .keep_alive = {flat_in, flat_out}, .finish = [flat_out, all_outputs] { unflatten_into(flat_out, all_outputs); }}, {op});
+  return issue({.type = ::c10d::OpType::ALLGATHER_COALESCED,
+                .outputs = all_outputs,
+                .inputs = inputs,
+                .keep_alive = {flat_in, flat_out},
+                .finish = [flat_out, all_outputs] { unflatten_into(flat_out, all_outputs); }},
+               {op});
 }
 
 // outputs[i] = every rank's inputs[i], in rank order: one all_gather of the inputs laid end to
@@ -211,13 +243,7 @@ auto ProcessGroupLockstep::allgather_into_tensor_coalesced(Tensors& outputs, Ten
   const char* name = "allgather_into_tensor_coalesced";
   require_one_kind(inputs, name);
   require_count(outputs, inputs.size(), name, "the output list");
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (outputs[i].numel() != size_ * inputs[i].numel() ||
-        outputs[i].scalar_type() != inputs[i].scalar_type())
-      throw InvalidArgument(detail::concat("lockstep ", name, ": output[", i, "] has ",
-                                           outputs[i].numel(), " elements of ",
-                                           outputs[i].scalar_type(), "; it needs ", size_, " x ",
-                                           inputs[i].numel(), " of ", inputs[i].scalar_type()));
+  require_scaled(outputs, inputs, size_, name, "output");
   at::Tensor flat_in = flat_copy(inputs);
   at::Tensor flat_out = at::empty({size_ * flat_in.numel()}, flat_in.options());
   auto op = group_->all_gather(view_of(flat_in, name), view_of(flat_out, name),
@@ -232,8 +258,12 @@ auto ProcessGroupLockstep::allgather_into_tensor_coalesced(Tensors& outputs, Ten
       offset += n;
     }
   };
-  return issue({.type = ::c10d::OpType::COALESCED, .outputs = outputs,
-                .keep_alive = {flat_in, flat_out}, .finish = finish}, {op});
+  return issue({.type = ::c10d::OpType::COALESCED,
+                .outputs = outputs,
+                .inputs = inputs,
+                .keep_alive = {flat_in, flat_out},
+                .finish = finish},
+               {op});
 }
 
 auto ProcessGroupLockstep::gather(std::vector<Tensors>& outputs, Tensors& inputs,
@@ -258,9 +288,15 @@ auto ProcessGroupLockstep::gather(std::vector<Tensors>& outputs, Tensors& inputs
   auto op = group_->gather(
       in_view, out_view,
       {.root = static_cast<int>(opts.rootRank), .timeout = timeout_of(opts.timeout)});
-  return issue({.type = ::c10d::OpType::GATHER, .outputs = outs, .keep_alive = {s.buffer, flat}, .finish = [flat, outs, root] {
-    if (root) unflatten_into(flat, outs);
-  }}, {op});
+  return issue({.type = ::c10d::OpType::GATHER,
+                .outputs = outs,
+                .inputs = inputs,
+                .keep_alive = {s.buffer, flat},
+                .finish =
+                    [flat, outs, root] {
+                      if (root) unflatten_into(flat, outs);
+                    }},
+               {op});
 }
 
 auto ProcessGroupLockstep::scatter(Tensors& outputs, std::vector<Tensors>& inputs,
@@ -282,7 +318,11 @@ auto ProcessGroupLockstep::scatter(Tensors& outputs, std::vector<Tensors>& input
   auto op = group_->scatter(
       in_view, view_of(s.buffer, "scatter"),
       {.root = static_cast<int>(opts.rootRank), .timeout = timeout_of(opts.timeout)});
-  return issue({.type = ::c10d::OpType::SCATTER, .outputs = outputs, .keep_alive = {flat, s.buffer}, .finish = [s] { s.write_back(); }}, {op});
+  return issue({.type = ::c10d::OpType::SCATTER,
+                .outputs = outputs,
+                .keep_alive = {flat, s.buffer},
+                .finish = [s] { s.write_back(); }},
+               {op});
 }
 
 auto ProcessGroupLockstep::reduce_scatter(Tensors& outputs, std::vector<Tensors>& inputs,
@@ -298,7 +338,11 @@ auto ProcessGroupLockstep::reduce_scatter(Tensors& outputs, std::vector<Tensors>
   auto op =
       group_->reduce_scatter(view_of(flat, "reduce_scatter"), view_of(s.buffer, "reduce_scatter"),
                              {.op = op_kind, .timeout = timeout_of(opts.timeout)});
-  return issue({.type = ::c10d::OpType::REDUCE_SCATTER, .outputs = outputs, .keep_alive = {flat, s.buffer}, .finish = [s] { s.write_back(); }}, {op});
+  return issue({.type = ::c10d::OpType::REDUCE_SCATTER,
+                .outputs = outputs,
+                .keep_alive = {flat, s.buffer},
+                .finish = [s] { s.write_back(); }},
+               {op});
 }
 
 auto ProcessGroupLockstep::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -309,7 +353,11 @@ auto ProcessGroupLockstep::_reduce_scatter_base(at::Tensor& output, at::Tensor& 
   auto op = group_->reduce_scatter(view_of(in.buffer, "_reduce_scatter_base"),
                                    view_of(out.buffer, "_reduce_scatter_base"),
                                    {.op = op_kind, .timeout = timeout_of(opts.timeout)});
-  return issue({.type = ::c10d::OpType::_REDUCE_SCATTER_BASE, .outputs = {output}, .keep_alive = {in.buffer, out.buffer}, .finish = [out] { out.write_back(); }}, {op});
+  return issue({.type = ::c10d::OpType::_REDUCE_SCATTER_BASE,
+                .outputs = {output},
+                .keep_alive = {in.buffer, out.buffer},
+                .finish = [out] { out.write_back(); }},
+               {op});
 }
 
 // Rank r gets outputs[i] = slot r of the reduced inputs[i]: the inputs are laid out rank-major
@@ -320,23 +368,19 @@ auto ProcessGroupLockstep::reduce_scatter_tensor_coalesced(Tensors& outputs, Ten
   const char* name = "reduce_scatter_tensor_coalesced";
   require_one_kind(inputs, name);
   require_count(outputs, inputs.size(), name, "the output list");
+  require_scaled(inputs, outputs, size_, name, "input");
   Tensors slots;  // [rank][input]
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].numel() != size_ * outputs[i].numel() ||
-        outputs[i].scalar_type() != inputs[i].scalar_type())
-      throw InvalidArgument(detail::concat("lockstep ", name, ": input[", i, "] has ",
-                                           inputs[i].numel(), " elements of ",
-                                           inputs[i].scalar_type(), "; it needs ", size_, " x ",
-                                           outputs[i].numel(), " of ", outputs[i].scalar_type()));
   for (int r = 0; r < size_; ++r)
     for (size_t i = 0; i < inputs.size(); ++i)
-      slots.push_back(inputs[i].reshape({-1}).narrow(0, r * outputs[i].numel(), outputs[i].numel()));
+      slots.push_back(
+          inputs[i].reshape({-1}).narrow(0, r * outputs[i].numel(), outputs[i].numel()));
   at::Tensor flat_in = at::cat(slots);
   at::Tensor flat_out = at::empty({flat_in.numel() / size_}, flat_in.options());
   ReduceOp op_kind = reduce_op(opts.reduceOp, name);
   auto op = group_->reduce_scatter(view_of(flat_in, name), view_of(flat_out, name),
                                    {.op = op_kind, .timeout = timeout_of(opts.timeout)});
-  return issue({.type = ::c10d::OpType::COALESCED, .outputs = outputs,
+  return issue({.type = ::c10d::OpType::COALESCED,
+                .outputs = outputs,
                 .keep_alive = {flat_in, flat_out},
                 .finish = [flat_out, outputs] { unflatten_into(flat_out, outputs); }},
                {op});
@@ -357,7 +401,12 @@ auto ProcessGroupLockstep::alltoall_base(at::Tensor& output, at::Tensor& input,
   auto op = group_->all_to_all_v(view_of(in.buffer, "alltoall_base"), send,
                                  view_of(out.buffer, "alltoall_base"), recv,
                                  {.timeout = timeout_of(opts.timeout)});
-  return issue({.type = ::c10d::OpType::ALLTOALL_BASE, .outputs = {output}, .keep_alive = {in.buffer, out.buffer}, .finish = [out] { out.write_back(); }}, {op});
+  return issue({.type = ::c10d::OpType::ALLTOALL_BASE,
+                .outputs = {output},
+                .inputs = {input},
+                .keep_alive = {in.buffer, out.buffer},
+                .finish = [out] { out.write_back(); }},
+               {op});
 }
 
 auto ProcessGroupLockstep::alltoall(Tensors& outputs, Tensors& inputs,
@@ -372,7 +421,12 @@ auto ProcessGroupLockstep::alltoall(Tensors& outputs, Tensors& inputs,
       at::empty({std::accumulate(recv.begin(), recv.end(), int64_t{0})}, flat_in.options());
   auto op = group_->all_to_all_v(view_of(flat_in, "alltoall"), send, view_of(flat_out, "alltoall"),
                                  recv, {.timeout = timeout_of(opts.timeout)});
-  return issue({.type = ::c10d::OpType::ALLTOALL, .outputs = outputs, .keep_alive = {flat_in, flat_out}, .finish = [flat_out, outputs] { unflatten_into(flat_out, outputs); }}, {op});
+  return issue({.type = ::c10d::OpType::ALLTOALL,
+                .outputs = outputs,
+                .inputs = inputs,
+                .keep_alive = {flat_in, flat_out},
+                .finish = [flat_out, outputs] { unflatten_into(flat_out, outputs); }},
+               {op});
 }
 
 auto ProcessGroupLockstep::barrier(const ::c10d::BarrierOptions& opts) -> Ptr<Work> {
@@ -389,33 +443,45 @@ auto ProcessGroupLockstep::send(Tensors& tensors, int dst, int tag) -> Ptr<Work>
   const at::Tensor& t = single(tensors, "send");
   Staged s = stage(t);
   auto op = group_->send(view_of(s.buffer, "send"), dst, {.tag = static_cast<uint32_t>(tag)});
-  return issue({.type = ::c10d::OpType::SEND, .outputs = tensors, .keep_alive = {s.buffer}}, {op}, false);
+  return issue({.type = ::c10d::OpType::SEND, .outputs = tensors, .keep_alive = {s.buffer}}, {op},
+               false);
 }
 
 auto ProcessGroupLockstep::recv(Tensors& tensors, int src, int tag) -> Ptr<Work> {
   const at::Tensor& t = single(tensors, "recv");
   Staged s = stage(t);
   auto op = group_->recv(view_of(s.buffer, "recv"), src, {.tag = static_cast<uint32_t>(tag)});
-  return issue({.type = ::c10d::OpType::RECV, .outputs = tensors, .keep_alive = {s.buffer}, .finish = [s] { s.write_back(); }, .source_rank = src}, {op}, false);
+  return issue({.type = ::c10d::OpType::RECV,
+                .outputs = tensors,
+                .keep_alive = {s.buffer},
+                .finish = [s] { s.write_back(); },
+                .source_rank = src},
+               {op}, false);
 }
 
 auto ProcessGroupLockstep::recvAnysource(Tensors& tensors, int tag) -> Ptr<Work> {
   const at::Tensor& t = single(tensors, "recv");
   Staged s = stage(t);
   auto op = group_->recv_any(view_of(s.buffer, "recv"), {.tag = static_cast<uint32_t>(tag)});
-  return issue({.type = ::c10d::OpType::RECVANYSOURCE, .outputs = tensors, .keep_alive = {s.buffer}, .finish = [s] { s.write_back(); }, .source_rank = -1, .any_source = true}, {op}, false);
+  return issue({.type = ::c10d::OpType::RECVANYSOURCE,
+                .outputs = tensors,
+                .keep_alive = {s.buffer},
+                .finish = [s] { s.write_back(); },
+                .source_rank = -1,
+                .any_source = true},
+               {op}, false);
 }
 
 void ProcessGroupLockstep::startCoalescing() {
   if (coalescing_)
-    throw InvalidArgument("lockstep startCoalescing: already coalescing (call endCoalescing first)");
+    throw InvalidArgument(
+        "lockstep startCoalescing: already coalescing (call endCoalescing first)");
   coalescing_ = true;
   coalesced_.clear();
 }
 
 auto ProcessGroupLockstep::endCoalescing() -> Ptr<Work> {
-  if (!coalescing_)
-    throw InvalidArgument("lockstep endCoalescing: startCoalescing was not called");
+  if (!coalescing_) throw InvalidArgument("lockstep endCoalescing: startCoalescing was not called");
   coalescing_ = false;
   return work_for({.type = ::c10d::OpType::COALESCED, .outputs = {}}, std::move(coalesced_));
 }

@@ -17,11 +17,15 @@ auto ProcessGroupLockstep::sparse_allreduce(const at::Tensor& tensor,
   const char* name = "allreduce (sparse)";
   ReduceOp op = reduce_op(opts.reduceOp, name);
   if (op != ReduceOp::sum && op != ReduceOp::avg)
-    throw InvalidArgument(detail::concat("lockstep ", name, ": only SUM and AVG are defined for "
-                                         "sparse tensors, not ", reduce_op_name(op)));
+    throw InvalidArgument(detail::concat("lockstep ", name,
+                                         ": only SUM and AVG are defined for "
+                                         "sparse tensors, not ",
+                                         reduce_op_name(op)));
   if (tensor.layout() != at::kSparse)
-    throw InvalidArgument(detail::concat("lockstep ", name, ": only COO tensors are supported, "
-                                         "not ", tensor.layout(), "; call .to_sparse() first"));
+    throw InvalidArgument(detail::concat("lockstep ", name,
+                                         ": only COO tensors are supported, "
+                                         "not ",
+                                         tensor.layout(), "; call .to_sparse() first"));
   auto timeout = timeout_of(opts.timeout);
   at::Tensor input = tensor.coalesce();
   at::Tensor indices = input._indices().t().contiguous();  // [nnz, sparse_dim]
@@ -50,13 +54,14 @@ auto ProcessGroupLockstep::sparse_allreduce(const at::Tensor& tensor,
                                        value_counts, {.timeout = timeout});
   int size = size_;
   auto finish = [tensor, all_indices, all_values, op, size] {
-    at::Tensor sum =
-        at::sparse_coo_tensor(all_indices.t(), all_values, tensor.sizes()).coalesce();
+    at::Tensor sum = at::sparse_coo_tensor(all_indices.t(), all_values, tensor.sizes()).coalesce();
     if (op == ReduceOp::avg) sum = sum / size;
     tensor.copy_(sum);
   };
-  return issue({.type = ::c10d::OpType::ALLREDUCE, .outputs = {tensor},
-                .keep_alive = {indices, values, all_indices, all_values}, .finish = finish},
+  return issue({.type = ::c10d::OpType::ALLREDUCE,
+                .outputs = {tensor},
+                .keep_alive = {indices, values, all_indices, all_values},
+                .finish = finish},
                {index_op, value_op});
 }
 

@@ -69,14 +69,25 @@ void require_count(const Tensors& tensors, size_t count, const char* op, const c
                                          " tensors; it needs one per rank (", count, ")"));
 }
 
+void require_scaled(const Tensors& large, const Tensors& small, int64_t factor, const char* op,
+                    const char* what) {
+  for (size_t i = 0; i < small.size(); ++i)
+    if (large[i].numel() != factor * small[i].numel() ||
+        large[i].scalar_type() != small[i].scalar_type())
+      throw InvalidArgument(detail::concat("lockstep ", op, ": ", what, "[", i, "] has ",
+                                           large[i].numel(), " elements of ",
+                                           large[i].scalar_type(), "; it needs ", factor, " x ",
+                                           small[i].numel(), " of ", small[i].scalar_type()));
+}
+
 void require_one_kind(const Tensors& tensors, const char* op) {
   if (tensors.empty()) throw InvalidArgument(detail::concat("lockstep ", op, ": no tensors"));
   for (const auto& t : tensors)
     if (t.scalar_type() != tensors[0].scalar_type() || t.device() != tensors[0].device())
-      throw InvalidArgument(detail::concat(
-          "lockstep ", op, ": every tensor must have one dtype and device (got ",
-          tensors[0].scalar_type(), " on ", tensors[0].device().str(), " and ", t.scalar_type(),
-          " on ", t.device().str(), ")"));
+      throw InvalidArgument(
+          detail::concat("lockstep ", op, ": every tensor must have one dtype and device (got ",
+                         tensors[0].scalar_type(), " on ", tensors[0].device().str(), " and ",
+                         t.scalar_type(), " on ", t.device().str(), ")"));
 }
 
 ReduceOp reduce_op(const ::c10d::ReduceOp& op, const char* name) {

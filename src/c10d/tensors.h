@@ -44,6 +44,9 @@ void unflatten_into(const at::Tensor& flat, const Tensors& tensors);
 void require_same(const Tensors& tensors, const at::Tensor& like, const char* op, const char* what);
 // `tensors` has `count` elements (one per rank).
 void require_count(const Tensors& tensors, size_t count, const char* op, const char* what);
+// Each large[i] has `factor` times small[i]'s elements, of its dtype (the per-rank forms).
+void require_scaled(const Tensors& large, const Tensors& small, int64_t factor, const char* op,
+                    const char* what);
 // Every tensor has the first one's dtype and device.
 void require_one_kind(const Tensors& tensors, const char* op);
 

@@ -27,7 +27,7 @@ const char* profiling_title(::c10d::OpType type) {
     case OpType::_ALLGATHER_BASE:
       return "lockstep:all_gather_into_tensor";
     case OpType::ALLGATHER_COALESCED:
-      return "lockstep:all_gather_coalesced";
+      return "lockstep:all_gather";
     case OpType::GATHER:
       return "lockstep:gather";
     case OpType::SCATTER:
@@ -66,8 +66,9 @@ class LockstepWork : public ::c10d::Work {
   int sourceRank() const override {
     TORCH_CHECK(spec_.source_rank >= 0 || spec_.any_source,
                 "sourceRank() is only defined for a recv");
-    TORCH_CHECK(spec_.source_rank >= 0, "sourceRank() of a recv from any source is known once "
-                                        "it has completed: call wait() first");
+    TORCH_CHECK(spec_.source_rank >= 0,
+                "sourceRank() of a recv from any source is known once "
+                "it has completed: call wait() first");
     return spec_.source_rank;
   }
   void synchronize() override {}

@@ -24,11 +24,11 @@ using Tensors = std::vector<at::Tensor>;
 // `outputs` when there are none), as gloo's do.
 struct WorkSpec {
   ::c10d::OpType type;
-  Tensors outputs;                // result() and the future's value
-  Tensors inputs{};               // recorded for the profiler
-  Tensors keep_alive{};           // buffers the ops use, freed once they are over
-  std::function<void()> finish{}; // after every op succeeded, before completion
-  int source_rank = -1;           // a recv's source; -1: none, or any source (then `any_source`)
+  Tensors outputs;                 // result() and the future's value
+  Tensors inputs{};                // recorded for the profiler
+  Tensors keep_alive{};            // buffers the ops use, freed once they are over
+  std::function<void()> finish{};  // after every op succeeded, before completion
+  int source_rank = -1;            // a recv's source; -1: none, or any source (then `any_source`)
   bool any_source = false;
 };
 

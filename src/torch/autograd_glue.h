@@ -16,7 +16,8 @@
 
 namespace lockstep::torch::detail {
 
-using NodePtr = decltype(::torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
+using NodePtr =
+    decltype(::torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
 
 // Runs `fn` when `node` is about to run in a backward pass.
 void add_node_pre_hook(::torch::autograd::Node& node, std::function<void()> fn);

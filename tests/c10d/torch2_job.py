@@ -70,6 +70,21 @@ def coalesced_forms(r, w):
     check("coalesced reduce_scatter_tensor[1]", outs[1], torch.tensor([float(r * w + w * (w - 1) // 2)]))
 
 
+def bad_sizes_fail_cleanly(r, w):
+    # A wrong output size in a coalesced all_gather: an error naming it on every rank, before
+    # anything is sent, and the group goes on.
+    try:
+        with _coalescing_manager():
+            dist.all_gather_into_tensor(torch.zeros(2 * w + 1), torch.zeros(2))
+        failures.append("coalesced all_gather_into_tensor with a wrong output size did not raise")
+    except (RuntimeError, ValueError) as e:
+        check("the size error names the op and the sizes",
+              "allgather_into_tensor_coalesced: output[0] has" in str(e) and f"needs {w} x 2" in str(e), True)
+    x = torch.ones(3)
+    dist.all_reduce(x)
+    check("all_reduce after a refused op", x, torch.ones(3) * w)
+
+
 def sparse_all_reduce(r, w):
     # Rank r holds rows {r, r + 1} of a 4 x 2 matrix, valued r + 1: row j's sum is the sum of
     # (k + 1) over the ranks k with j in {k, k + 1}.
@@ -149,6 +164,7 @@ def main():
     check("get_backend", dist.get_backend(), "lockstep")
     tensor_forms(r, w)
     coalesced_forms(r, w)
+    bad_sizes_fail_cleanly(r, w)
     sparse_all_reduce(r, w)
     object_collectives(r, w)
     sequence_numbers_and_work(r, w)

@@ -44,6 +44,9 @@ elif known.mode == "gloo":
         c10d.Backend._ensure_backend_registered("gloo")
     plugin = c10d.Backend._plugins["GLOO"]
     c10d.Backend._plugins["GLOO"] = plugin._replace(creator_fn=lockstep._create)
+    # torch's C++ (DDP's logger) takes a group whose type is GLOO for a ProcessGroupGloo and casts
+    # it: the groups are CUSTOM, as a plugin's are, while Python still calls them "gloo".
+    c10d.Backend.backend_type_map["gloo"] = c10d.ProcessGroup.BackendType.CUSTOM
 
 from torch.testing._internal.common_utils import run_tests  # noqa: E402
 from torch.testing._internal.distributed import distributed_test  # noqa: E402
