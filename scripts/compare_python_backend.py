@@ -53,6 +53,7 @@ def main():
     us = {(b, s): [] for b in ("lockstep", "gloo") for s in SIZES}
     ddp = {"lockstep": [], "gloo": []}
     fsdp = {"lockstep": [], "gloo": []}
+    layers = {}  # where lockstep's 4 KiB all_reduce spends its time
     params = 0
     for round_ in range(args.rounds):
         for backend in ("lockstep", "gloo"):
@@ -70,6 +71,14 @@ def main():
                 params = int(re.search(r"FSDP_PARAMS (\d+)", out).group(1))
                 line += f", FSDP2 {fsdp[backend][-1]:.2f} steps/s"
             print(f"round {round_ + 1} {backend}: {line}", flush=True)
+        out = run(args.build, "layers", "lockstep", "4096")
+        for name, t in re.findall(r"LAYER (\S+) ([0-9.]+)", out):
+            layers.setdefault(name, []).append(float(t))
+        bench = subprocess.run([os.path.join(args.build, "lockstep"), "bench", "--nranks", "2",
+                                "--op", "all_reduce", "--min-bytes", "4096", "--max-bytes", "4096"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+        row = re.search(r"^ +4096 +1024 +f32 +\d+ +([0-9.]+)", bench, re.M)
+        layers.setdefault("lockstep bench (C++)", []).append(float(row.group(1)))
     print(f"\nmedian of {args.rounds} rounds (min-max), 2 ranks, 1 thread each")
     print("| size | lockstep µs | gloo µs | lockstep busbw GB/s | gloo busbw GB/s | ratio |")
     print("|---|---|---|---|---|---|")
@@ -82,6 +91,9 @@ def main():
     print(f"\nDDP (main job's CNN, batch {args.batch} per rank, world 2): lockstep {spread(l)} "
           f"samples/s, gloo {spread(g)} samples/s, ratio "
           f"{statistics.median(l) / statistics.median(g):.2f}x")
+    print("\nwhere a 4 KiB all_reduce over lockstep spends its time (median µs, min-max):")
+    for name, values in layers.items():
+        print(f"  {name}: {spread(values)}")
     if args.fsdp_steps:
         l, g = fsdp["lockstep"], fsdp["gloo"]
         sp = lambda v: f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})"

@@ -34,6 +34,21 @@ def run(launcher, build, nproc, mode, timeout=120):
     return start, time.time() - start, done.returncode, done.stdout
 
 
+def root_cause(out):
+    """What the summary says of the first failure: lockstep's "root cause" line and the exit line
+    under it; torchrun's "exitcode" and "traceback" of its Root Cause block."""
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("root cause"):
+            exit_line = next((x.strip() for x in lines[i:i + 8] if x.strip().startswith("exit:")), "")
+            return f"{line} / {exit_line}"
+        if line.startswith("Root Cause"):
+            block = [x.strip() for x in lines[i:i + 9]]
+            pick = [x for x in block if x.startswith(("exitcode", "traceback"))]
+            return " / ".join(pick)
+    return "(no summary)"
+
+
 def first_collective(launcher, build, nproc):
     start, _, code, out = run(launcher, build, nproc, "first")
     if code != 0:
@@ -61,15 +76,15 @@ def main():
               f"{med['torchrun']:.2f} [{spread['torchrun']}] | {med['torchrun'] / med['lockstep']:.2f} |",
               flush=True)
     os.makedirs(args.out, exist_ok=True)
-    print("\n| case | launcher | exit | wall s | its last line |")
+    print("\n| case | launcher | exit | wall s | what its summary says of the first failure |")
     print("|---|---|---|---|---|")
     for mode in ("exception", "kill", "hang"):
         for launcher in ("lockstep", "torchrun"):
             _, wall, code, out = run(launcher, args.build, 2, mode)
             with open(os.path.join(args.out, f"{mode}-{launcher}.log"), "w") as f:
                 f.write(out)
-            last = [line for line in out.splitlines() if line.strip()][-1][:100]
-            print(f"| {mode} | {launcher} | {code} | {wall:.1f} | `{last}` |", flush=True)
+            print(f"| {mode} | {launcher} | {code} | {wall:.1f} | {root_cause(out)[:160]} |",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,9 @@ training loop also serve scripts/compare_torch_ddp.py).
 
   allreduce BACKEND SIZES...   f32 all_reduce of each size (bytes) from Python, timed per call
                                after warm-up; rank 0 prints "ALLREDUCE size median_us" lines.
+  layers BACKEND SIZE          where one f32 all_reduce's time goes: through dist.all_reduce (torch's
+                               Python), ProcessGroup.allreduce (torch's dispatcher) and the
+                               backend object's own allreduce; rank 0 prints "LAYER name us".
   ddp BACKEND STEPS BATCH      torch's DistributedDataParallel on the main job's CNN over
                                Fashion-MNIST, 1 thread; rank 0 prints "DDP samples_per_s".
 """
@@ -33,6 +36,31 @@ def allreduce(sizes):
             times.append(time.perf_counter() - start)
         if dist.get_rank() == 0:
             print(f"ALLREDUCE {size} {statistics.median(times) * 1e6:.1f}", flush=True)
+
+
+def median_us(call, iters=2000):
+    for _ in range(20):
+        call()
+    times = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
+
+
+def layers(size):
+    x = torch.ones(size // 4)
+    pg = dist.distributed_c10d._get_default_group()
+    backend = pg._get_backend(torch.device("cpu"))
+    opts = dist.AllreduceOptions()
+    rows = [("dist.all_reduce", lambda: dist.all_reduce(x)),
+            ("ProcessGroup.allreduce", lambda: pg.allreduce([x], opts).wait()),
+            ("Backend.allreduce", lambda: backend.allreduce([x], opts).wait())]
+    for name, call in rows:
+        us = median_us(call)
+        if dist.get_rank() == 0:
+            print(f"LAYER {name} {us:.2f}", flush=True)
 
 
 class Net(nn.Module):
@@ -89,6 +117,8 @@ if __name__ == "__main__":
     dist.init_process_group(backend)
     if mode == "allreduce":
         allreduce([int(s) for s in sys.argv[3:]])
+    elif mode == "layers":
+        layers(int(sys.argv[3]))
     else:
         ddp(int(sys.argv[3]), int(sys.argv[4]))
     dist.destroy_process_group()

@@ -52,14 +52,19 @@ const char* profiling_title(::c10d::OpType type) {
   }
 }
 
+// The future's value type, made once: List[Tensor].
+const c10::TypePtr& tensor_list_type() {
+  static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
+  return type;
+}
+
 class LockstepWork : public ::c10d::Work {
  public:
   explicit LockstepWork(WorkSpec spec)
       : Work(-1, spec.type, profiling_title(spec.type),
              spec.inputs.empty() ? spec.outputs : spec.inputs),
         spec_(std::move(spec)),
-        future_(c10::make_intrusive<at::ivalue::Future>(
-            c10::ListType::create(c10::TensorType::get()))) {}
+        future_(c10::make_intrusive<at::ivalue::Future>(tensor_list_type())) {}
 
   std::vector<at::Tensor> result() override { return spec_.outputs; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
