@@ -1,5 +1,6 @@
-"""lockstep as a torch.distributed backend, tested with real processes: Debian's torch 1.13, the
-package from the build tree (PYTHONPATH), and `lockstep run` (LOCKSTEP_CLI) as the launcher.
+"""lockstep as a torch.distributed backend, tested with real processes: torch 2.x (the project's
+.venv), the package from the build tree (PYTHONPATH), and `lockstep run` (LOCKSTEP_CLI) as the
+launcher.
 CTest runs this file with pytest (tests/CMakeLists.txt).
 """
 import os
@@ -120,7 +121,7 @@ def test_detail_fingerprints_check_every_op():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
-                    reason="needs a CUDA-enabled torch and 2 GPUs (Debian's torch is CPU-only)")
+                    reason="needs 2 GPUs (scripts/gpu_check.sh runs the job on the GPU machine)")
 def test_cuda_tensors_go_to_the_nccl_backend():
     code, out = launch(2, "cuda_job.py")
     assert code == 0, out

@@ -19,6 +19,9 @@ import tempfile
 
 parser = argparse.ArgumentParser(add_help=False)
 parser.add_argument("--world", type=int, default=int(os.environ.get("WORLD_SIZE", "2")))
+parser.add_argument("--cpu-only", action="store_true",
+                    help="leave out the tests of CUDA, NCCL and GPUs (they skip here anyway, after "
+                         "spawning their ranks: several seconds each)")
 parser.add_argument("--as", dest="mode", default=os.environ.get("LOCKSTEP_SUITE_AS", "gloo"),
                     choices=["gloo", "plugin", "real-gloo"])
 known, rest = parser.parse_known_args()
@@ -60,6 +63,12 @@ if known.mode == "gloo":
     def lockstep_events(event_name, profiler, **kwargs):
         return real_events(event_name.replace("gloo:", "lockstep:", 1), profiler, **kwargs)
     distributed_test.get_profiling_event = lockstep_events
+
+
+if known.cpu_only:
+    for _name in list(vars(DistributedTest._DistTestBase)):
+        if _name.startswith("test_") and any(k in _name.lower() for k in ("cuda", "nccl", "gpu")):
+            delattr(DistributedTest._DistTestBase, _name)
 
 
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
