@@ -58,7 +58,8 @@ class ProcessGroupLockstep : public ::c10d::Backend {
   const std::string getBackendName() const override { return "lockstep"; }
   // lockstep's backend in use: "shm", "tcp", "hier", ...
   const std::string& lockstep_backend() const;
-  bool supportsCoalescing() const override { return true; }
+  // [Coalescing]; batch_isend_irecv then coalesces too. No `override`: torch 2.4 has no such virtual.
+  bool supportsCoalescing() const { return true; }
 
   Ptr<Work> broadcast(Tensors& tensors, const ::c10d::BroadcastOptions& opts) override;
   Ptr<Work> allreduce(Tensors& tensors, const ::c10d::AllreduceOptions& opts) override;
