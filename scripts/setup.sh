@@ -83,6 +83,11 @@ lockstep_install_python() {
     return 0
   fi
   if [[ ! -x "$LOCKSTEP_VENV/bin/python" ]]; then
+    if ! "$LOCKSTEP_BASE_PYTHON" -c "import venv, ensurepip" 2>/dev/null; then
+      echo "lockstep setup: error: LOCKSTEP_BASE_PYTHON=$LOCKSTEP_BASE_PYTHON cannot make a" \
+        "virtual environment (no such interpreter, or no venv/ensurepip: Debian's python3-venv)" >&2
+      return 1
+    fi
     echo "lockstep setup: making the Python environment $LOCKSTEP_VENV from $LOCKSTEP_BASE_PYTHON"
     "$LOCKSTEP_BASE_PYTHON" -m venv "$LOCKSTEP_VENV"
   fi

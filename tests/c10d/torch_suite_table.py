@@ -7,7 +7,8 @@ import os
 import re
 import sys
 
-START = re.compile(r"^(test_\w+) \(__main__\.[\w.]+\) \.\.\. ?(ok|skipped.*|FAIL|ERROR)?\s*$")
+START = re.compile(r"^(test_\w+) \(__main__\.[\w.]+\) \.\.\. ?(.*)$")  # logs may follow
+RESULT = re.compile(r"^(ok|skipped.*|FAIL|ERROR)$")
 
 
 def outcomes(path):
@@ -17,27 +18,33 @@ def outcomes(path):
         m = START.match(line)
         if m:
             pending = m.group(1)
-            if m.group(2):
+            if RESULT.match(m.group(2)):
                 results[pending], pending = m.group(2), None
             continue
-        if pending and re.match(r"^(ok|skipped.*|FAIL|ERROR)$", line):
+        if pending and RESULT.match(line):
             results[pending], pending = line, None
     return {t: ("skipped" if r.startswith("skipped") else r) for t, r in results.items()}
 
 
 def main():
     folder = sys.argv[1]
-    runs = {}
+    runs, summaries = {}, {}
     for name in sorted(os.listdir(folder)):
         m = re.match(r"(.+)-w(\d+)\.log$", name)
         if m:
-            runs[(m.group(1), int(m.group(2)))] = outcomes(os.path.join(folder, name))
-    print("| backend | world | passed | skipped | failed | errors |")
-    print("|---|---|---|---|---|---|")
+            key = (m.group(1), int(m.group(2)))
+            runs[key] = outcomes(os.path.join(folder, name))
+            text = open(os.path.join(folder, name), errors="replace").read()
+            found = re.findall(r"^(Ran \d+ tests? in [0-9.]+s)\n\n(OK.*|FAILED.*)$", text, re.M)
+            summaries[key] = "; ".join(found[-1]) if found else "(no summary: the run did not end)"
+    print("| backend | world | passed | skipped | failed | errors | unittest's summary |")
+    print("|---|---|---|---|---|---|---|")
     for (mode, world), res in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         c = collections.Counter(res.values())
         label = {"real-gloo": "gloo", "gloo": "lockstep (as gloo)", "plugin": "lockstep (plugin)"}
-        print(f"| {label.get(mode, mode)} | {world} | {c['ok']} | {c['skipped']} | {c['FAIL']} | {c['ERROR']} |")
+        summary = summaries.get((mode, world), "")
+        print(f"| {label.get(mode, mode)} | {world} | {c['ok']} | {c['skipped']} | {c['FAIL']} "
+              f"| {c['ERROR']} | {summary} |")
     for world in sorted({w for _, w in runs}):
         base = runs.get(("real-gloo", world))
         ours = runs.get(("gloo", world))
