@@ -2,7 +2,6 @@
 
 #include <ATen/core/ivalue.h>
 
-#include <atomic>
 #include <mutex>
 
 #include "comm/failure.h"
