@@ -13,22 +13,12 @@ import torch
 import torch.distributed as dist
 
 import lockstep  # noqa: F401  (registers the backend)
+from job_checks import check, fail, report
 
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 INTS = [torch.int8, torch.uint8, torch.int32, torch.int64]
 ALL = FLOATS + INTS
 N = 6  # elements per rank: values stay exact in every dtype
-
-failures = []
-checks = 0
-
-
-def check(name, got, want):
-    global checks
-    checks += 1
-    if got.dtype != want.dtype or got.shape != want.shape or not torch.equal(got, want):
-        failures.append(f"{name}: got {got.tolist()} ({got.dtype}), want {want.tolist()} ({want.dtype})")
-
 
 def base(dtype, n=N):
     return torch.arange(1, n + 1).to(dtype)
@@ -202,10 +192,8 @@ def main():
             src = dist.recv(got, tag=11)
             senders.append(src)
             check(f"recv from any source ({src})", got, torch.full((N,), float(src)))
-        global checks
-        checks += 1
         if sorted(senders) != list(range(1, w)):
-            failures.append(f"recv from any source: senders {senders}")
+            fail(f"recv from any source: senders {senders}")
     else:
         dist.send(torch.full((N,), float(r)), dst=0, tag=11)
     x = torch.ones(N)
@@ -220,11 +208,7 @@ def main():
         check("large all_reduce", big[:4], torch.full((4,), float(w)))
         del big
     dist.destroy_process_group()
-    for f in failures:
-        print(f"FAILED rank={r}: {f}", flush=True)
-    print(f"OPS_{'OK' if not failures else 'FAILED'} rank={r} checks={checks} "
-          f"failed={len(failures)}", flush=True)
-    return 0 if not failures else 1
+    return report("OPS", r)
 
 
 if __name__ == "__main__":

@@ -13,21 +13,7 @@ import torch.distributed as dist
 from torch.distributed.distributed_c10d import _coalescing_manager, _get_default_group
 
 import lockstep  # noqa: F401  (registers the backend)
-
-failures = []
-checks = 0
-
-
-def check(name, got, want):
-    global checks
-    checks += 1
-    if isinstance(want, torch.Tensor):
-        ok = got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
-    else:
-        ok = got == want
-    if not ok:
-        failures.append(f"{name}: got {got!r}, want {want!r}")
-
+from job_checks import check, fail, report
 
 def tensor_forms(r, w):
     out = torch.zeros(w * 3)
@@ -76,7 +62,7 @@ def bad_sizes_fail_cleanly(r, w):
     try:
         with _coalescing_manager():
             dist.all_gather_into_tensor(torch.zeros(2 * w + 1), torch.zeros(2))
-        failures.append("coalesced all_gather_into_tensor with a wrong output size did not raise")
+        fail("coalesced all_gather_into_tensor with a wrong output size did not raise")
     except (RuntimeError, ValueError) as e:
         check("the size error names the op and the sizes",
               "allgather_into_tensor_coalesced: output[0] has" in str(e) and f"needs {w} x 2" in str(e), True)
@@ -170,11 +156,7 @@ def main():
     sequence_numbers_and_work(r, w)
     subgroups_and_mesh(r, w)
     dist.destroy_process_group()
-    for f in failures:
-        print(f"FAILED rank={r}: {f}", flush=True)
-    print(f"TORCH2_{'OK' if not failures else 'FAILED'} rank={r} checks={checks} "
-          f"failed={len(failures)}", flush=True)
-    return 0 if not failures else 1
+    return report("TORCH2", r)
 
 
 if __name__ == "__main__":
