@@ -7,6 +7,7 @@
 
 #include "c10d/process_group.h"
 #include "lockstep/core/error.h"
+#include "torch/torch_stream.h"
 
 namespace py = pybind11;
 using lockstep::c10d_backend::ProcessGroupLockstep;
@@ -37,6 +38,8 @@ PYBIND11_MODULE(_lockstep, m) {
   });
   py::module_::import("torch.distributed");  // torch's Backend and Store types
   m.attr("has_nccl") = has_nccl();
+  // Ops on CUDA tensors start after the work queued on torch's current stream (docs/nccl.md).
+  if (has_nccl()) lockstep::torch::detail::use_torch_current_stream();
   py::class_<ProcessGroupLockstep, ::c10d::Backend, c10::intrusive_ptr<ProcessGroupLockstep>>(
       m, "ProcessGroupLockstep")
       .def(py::init([](const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,

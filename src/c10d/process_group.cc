@@ -89,10 +89,15 @@ ProcessGroupLockstep::ProcessGroupLockstep(const c10::intrusive_ptr<::c10d::Stor
              "); its summary will name the first rank to fail");
   }
   if (global_ranks.empty()) set_log_rank(rank);
+  name_ = config.name;
   group_ = std::make_shared<lockstep::ProcessGroup>(std::move(config));
 }
 
 ProcessGroupLockstep::~ProcessGroupLockstep() {
+  shutdown();
+}
+
+void ProcessGroupLockstep::shutdown() {
   // Waits for the queued ops, which may need the GIL to finish ([GIL]).
   auto close = [this] { group_.reset(); };
   if (g_blocking_call)
@@ -101,15 +106,23 @@ ProcessGroupLockstep::~ProcessGroupLockstep() {
     close();
 }
 
+lockstep::ProcessGroup& ProcessGroupLockstep::group() const {
+  if (!group_)
+    throw InvalidArgument(detail::concat("lockstep: process group '", name_,
+                                         "' was shut down (destroy_process_group); create a new "
+                                         "group for more ops"));
+  return *group_;
+}
+
 const std::string& ProcessGroupLockstep::lockstep_backend() const {
-  return group_->backend_name();
+  return group().backend_name();
 }
 
 auto ProcessGroupLockstep::broadcast(Tensors& tensors, const ::c10d::BroadcastOptions& opts)
     -> Ptr<Work> {
   const at::Tensor& t = single(tensors, "broadcast");
   Staged s = stage(t);
-  auto op = group_->broadcast(
+  auto op = group().broadcast(
       view_of(s.buffer, "broadcast"),
       {.root = static_cast<int>(opts.rootRank), .timeout = timeout_of(opts.timeout)});
   return issue({.type = ::c10d::OpType::BROADCAST,
@@ -125,7 +138,7 @@ auto ProcessGroupLockstep::allreduce(Tensors& tensors, const ::c10d::AllreduceOp
   if (t.is_sparse()) return sparse_allreduce(t, opts);
   Staged s = stage(t);
   ReduceOp op_kind = reduce_op(opts.reduceOp, "allreduce");
-  auto op = group_->all_reduce(view_of(s.buffer, "allreduce"),
+  auto op = group().all_reduce(view_of(s.buffer, "allreduce"),
                                {.op = op_kind, .timeout = timeout_of(opts.timeout)});
   return issue({.type = ::c10d::OpType::ALLREDUCE,
                 .outputs = tensors,
@@ -140,7 +153,7 @@ auto ProcessGroupLockstep::allreduce_coalesced(Tensors& tensors,
   require_one_kind(tensors, "allreduce_coalesced");
   at::Tensor flat = flat_copy(tensors);
   ReduceOp op_kind = reduce_op(opts.reduceOp, "allreduce_coalesced");
-  auto op = group_->all_reduce(view_of(flat, "allreduce_coalesced"),
+  auto op = group().all_reduce(view_of(flat, "allreduce_coalesced"),
                                {.op = op_kind, .timeout = timeout_of(opts.timeout)});
   return issue({.type = ::c10d::OpType::ALLREDUCE_COALESCED,
                 .outputs = tensors,
@@ -160,7 +173,7 @@ auto ProcessGroupLockstep::reduce(Tensors& tensors, const ::c10d::ReduceOptions&
   Staged s = stage(t);
   ReduceOp op_kind = reduce_op(opts.reduceOp, "reduce");
   BufferView v = view_of(s.buffer, "reduce");
-  auto op = group_->reduce(v, v,
+  auto op = group().reduce(v, v,
                            {.root = static_cast<int>(opts.rootRank),
                             .op = op_kind,
                             .timeout = timeout_of(opts.timeout)});
@@ -185,7 +198,7 @@ auto ProcessGroupLockstep::allgather(std::vector<Tensors>& outputs, Tensors& inp
   require_same(outs, in, "allgather", "output");
   Staged s = stage(in);
   at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
-  auto op = group_->all_gather(view_of(s.buffer, "allgather"), view_of(flat, "allgather"),
+  auto op = group().all_gather(view_of(s.buffer, "allgather"), view_of(flat, "allgather"),
                                {.timeout = timeout_of(opts.timeout)});
   return issue({.type = ::c10d::OpType::ALLGATHER,
                 .outputs = outs,
@@ -198,7 +211,7 @@ auto ProcessGroupLockstep::allgather(std::vector<Tensors>& outputs, Tensors& inp
 auto ProcessGroupLockstep::_allgather_base(at::Tensor& output, at::Tensor& input,
                                            const ::c10d::AllgatherOptions& opts) -> Ptr<Work> {
   Staged in = stage(input), out = stage(output);
-  auto op = group_->all_gather(view_of(in.buffer, "_allgather_base"),
+  auto op = group().all_gather(view_of(in.buffer, "_allgather_base"),
                                view_of(out.buffer, "_allgather_base"),
                                {.timeout = timeout_of(opts.timeout)});
   return issue({.type = ::c10d::OpType::_ALLGATHER_BASE,
@@ -224,7 +237,7 @@ auto ProcessGroupLockstep::allgather_coalesced(std::vector<Tensors>& outputs, Te
   }
   at::Tensor flat_in = flat_copy(inputs);
   at::Tensor flat_out = at::empty({size_ * flat_in.numel()}, flat_in.options());
-  auto op = group_->all_gather(view_of(flat_in, "allgather_coalesced"),
+  auto op = group().all_gather(view_of(flat_in, "allgather_coalesced"),
                                view_of(flat_out, "allgather_coalesced"),
                                {.timeout = timeout_of(opts.timeout)});
   return issue({.type = ::c10d::OpType::ALLGATHER_COALESCED,
@@ -246,7 +259,7 @@ auto ProcessGroupLockstep::allgather_into_tensor_coalesced(Tensors& outputs, Ten
   require_scaled(outputs, inputs, size_, name, "output");
   at::Tensor flat_in = flat_copy(inputs);
   at::Tensor flat_out = at::empty({size_ * flat_in.numel()}, flat_in.options());
-  auto op = group_->all_gather(view_of(flat_in, name), view_of(flat_out, name),
+  auto op = group().all_gather(view_of(flat_in, name), view_of(flat_out, name),
                                {.timeout = timeout_of(opts.timeout)});
   int size = size_;
   auto finish = [flat_out, outputs, inputs, size] {
@@ -285,7 +298,7 @@ auto ProcessGroupLockstep::gather(std::vector<Tensors>& outputs, Tensors& inputs
   at::Tensor flat = at::empty({root ? size_ * in.numel() : 0}, in.options());
   BufferView out_view =
       root ? view_of(flat, "gather") : BufferView{nullptr, 0, in_view.dtype, in_view.device};
-  auto op = group_->gather(
+  auto op = group().gather(
       in_view, out_view,
       {.root = static_cast<int>(opts.rootRank), .timeout = timeout_of(opts.timeout)});
   return issue({.type = ::c10d::OpType::GATHER,
@@ -315,7 +328,7 @@ auto ProcessGroupLockstep::scatter(Tensors& outputs, std::vector<Tensors>& input
   }
   Staged s = stage(out);
   BufferView in_view = view_of(flat, "scatter");
-  auto op = group_->scatter(
+  auto op = group().scatter(
       in_view, view_of(s.buffer, "scatter"),
       {.root = static_cast<int>(opts.rootRank), .timeout = timeout_of(opts.timeout)});
   return issue({.type = ::c10d::OpType::SCATTER,
@@ -336,7 +349,7 @@ auto ProcessGroupLockstep::reduce_scatter(Tensors& outputs, std::vector<Tensors>
   at::Tensor flat = flat_copy(inputs[0]);
   Staged s = stage(out);
   auto op =
-      group_->reduce_scatter(view_of(flat, "reduce_scatter"), view_of(s.buffer, "reduce_scatter"),
+      group().reduce_scatter(view_of(flat, "reduce_scatter"), view_of(s.buffer, "reduce_scatter"),
                              {.op = op_kind, .timeout = timeout_of(opts.timeout)});
   return issue({.type = ::c10d::OpType::REDUCE_SCATTER,
                 .outputs = outputs,
@@ -350,7 +363,7 @@ auto ProcessGroupLockstep::_reduce_scatter_base(at::Tensor& output, at::Tensor& 
     -> Ptr<Work> {
   ReduceOp op_kind = reduce_op(opts.reduceOp, "_reduce_scatter_base");
   Staged in = stage(input), out = stage(output);
-  auto op = group_->reduce_scatter(view_of(in.buffer, "_reduce_scatter_base"),
+  auto op = group().reduce_scatter(view_of(in.buffer, "_reduce_scatter_base"),
                                    view_of(out.buffer, "_reduce_scatter_base"),
                                    {.op = op_kind, .timeout = timeout_of(opts.timeout)});
   return issue({.type = ::c10d::OpType::_REDUCE_SCATTER_BASE,
@@ -377,7 +390,7 @@ auto ProcessGroupLockstep::reduce_scatter_tensor_coalesced(Tensors& outputs, Ten
   at::Tensor flat_in = at::cat(slots);
   at::Tensor flat_out = at::empty({flat_in.numel() / size_}, flat_in.options());
   ReduceOp op_kind = reduce_op(opts.reduceOp, name);
-  auto op = group_->reduce_scatter(view_of(flat_in, name), view_of(flat_out, name),
+  auto op = group().reduce_scatter(view_of(flat_in, name), view_of(flat_out, name),
                                    {.op = op_kind, .timeout = timeout_of(opts.timeout)});
   return issue({.type = ::c10d::OpType::COALESCED,
                 .outputs = outputs,
@@ -398,7 +411,7 @@ auto ProcessGroupLockstep::alltoall_base(at::Tensor& output, at::Tensor& input,
   int64_t out_rows = output.dim() == 0 ? 1 : output.size(0);
   std::vector<size_t> send = counts_of(input_splits, row(input), size_, in_rows, "input");
   std::vector<size_t> recv = counts_of(output_splits, row(output), size_, out_rows, "output");
-  auto op = group_->all_to_all_v(view_of(in.buffer, "alltoall_base"), send,
+  auto op = group().all_to_all_v(view_of(in.buffer, "alltoall_base"), send,
                                  view_of(out.buffer, "alltoall_base"), recv,
                                  {.timeout = timeout_of(opts.timeout)});
   return issue({.type = ::c10d::OpType::ALLTOALL_BASE,
@@ -419,7 +432,7 @@ auto ProcessGroupLockstep::alltoall(Tensors& outputs, Tensors& inputs,
   at::Tensor flat_in = flat_copy(inputs);
   at::Tensor flat_out =
       at::empty({std::accumulate(recv.begin(), recv.end(), int64_t{0})}, flat_in.options());
-  auto op = group_->all_to_all_v(view_of(flat_in, "alltoall"), send, view_of(flat_out, "alltoall"),
+  auto op = group().all_to_all_v(view_of(flat_in, "alltoall"), send, view_of(flat_out, "alltoall"),
                                  recv, {.timeout = timeout_of(opts.timeout)});
   return issue({.type = ::c10d::OpType::ALLTOALL,
                 .outputs = outputs,
@@ -430,19 +443,19 @@ auto ProcessGroupLockstep::alltoall(Tensors& outputs, Tensors& inputs,
 }
 
 auto ProcessGroupLockstep::barrier(const ::c10d::BarrierOptions& opts) -> Ptr<Work> {
-  auto op = group_->barrier({.timeout = timeout_of(opts.timeout)});
+  auto op = group().barrier({.timeout = timeout_of(opts.timeout)});
   return issue({.type = ::c10d::OpType::BARRIER, .outputs = {}}, {op});
 }
 
 void ProcessGroupLockstep::monitoredBarrier(const ::c10d::BarrierOptions& opts, bool) {
   // lockstep's monitored barrier always names every rank that did not arrive.
-  group_->monitored_barrier(timeout_of(opts.timeout));
+  group().monitored_barrier(timeout_of(opts.timeout));
 }
 
 auto ProcessGroupLockstep::send(Tensors& tensors, int dst, int tag) -> Ptr<Work> {
   const at::Tensor& t = single(tensors, "send");
   Staged s = stage(t);
-  auto op = group_->send(view_of(s.buffer, "send"), dst, {.tag = static_cast<uint32_t>(tag)});
+  auto op = group().send(view_of(s.buffer, "send"), dst, {.tag = static_cast<uint32_t>(tag)});
   return issue({.type = ::c10d::OpType::SEND, .outputs = tensors, .keep_alive = {s.buffer}}, {op},
                false);
 }
@@ -450,7 +463,7 @@ auto ProcessGroupLockstep::send(Tensors& tensors, int dst, int tag) -> Ptr<Work>
 auto ProcessGroupLockstep::recv(Tensors& tensors, int src, int tag) -> Ptr<Work> {
   const at::Tensor& t = single(tensors, "recv");
   Staged s = stage(t);
-  auto op = group_->recv(view_of(s.buffer, "recv"), src, {.tag = static_cast<uint32_t>(tag)});
+  auto op = group().recv(view_of(s.buffer, "recv"), src, {.tag = static_cast<uint32_t>(tag)});
   return issue({.type = ::c10d::OpType::RECV,
                 .outputs = tensors,
                 .keep_alive = {s.buffer},
@@ -462,7 +475,7 @@ auto ProcessGroupLockstep::recv(Tensors& tensors, int src, int tag) -> Ptr<Work>
 auto ProcessGroupLockstep::recvAnysource(Tensors& tensors, int tag) -> Ptr<Work> {
   const at::Tensor& t = single(tensors, "recv");
   Staged s = stage(t);
-  auto op = group_->recv_any(view_of(s.buffer, "recv"), {.tag = static_cast<uint32_t>(tag)});
+  auto op = group().recv_any(view_of(s.buffer, "recv"), {.tag = static_cast<uint32_t>(tag)});
   return issue({.type = ::c10d::OpType::RECVANYSOURCE,
                 .outputs = tensors,
                 .keep_alive = {s.buffer},

@@ -53,7 +53,12 @@ class ProcessGroupLockstep : public ::c10d::Backend {
   ProcessGroupLockstep(const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout, const std::string& group_id,
                        const std::vector<int64_t>& global_ranks);
+  // Leaves the group (shutdown), waiting for the queued ops first.
   ~ProcessGroupLockstep() override;
+  // torch's destroy_process_group: waits for the queued ops, then leaves the group, so that a peer
+  // still waiting in an op hears that this rank shut its group down, not that its process died.
+  // Later ops get InvalidArgument. No `override`: torch 2.4's Backend may lack the virtual.
+  void shutdown();
 
   const std::string getBackendName() const override { return "lockstep"; }
   // lockstep's backend in use: "shm", "tcp", "hier", ...
@@ -104,8 +109,11 @@ class ProcessGroupLockstep : public ::c10d::Backend {
   // Every op's Work goes through here: counted (collectives), and joined while coalescing.
   Ptr<Work> issue(WorkSpec spec, std::vector<WorkPtr> ops, bool collective = true);
   Ptr<Work> sparse_allreduce(const at::Tensor& tensor, const ::c10d::AllreduceOptions& opts);
+  // The lockstep group; InvalidArgument after shutdown().
+  lockstep::ProcessGroup& group() const;
 
-  std::shared_ptr<lockstep::ProcessGroup> group_;
+  std::string name_;  // lockstep's name of the group
+  std::shared_ptr<lockstep::ProcessGroup> group_;  // null after shutdown()
   uint64_t collectives_ = 0;  // collectives issued (the same on every rank when they agree)
   bool coalescing_ = false;
   std::vector<WorkPtr> coalesced_;  // the ops issued since startCoalescing()

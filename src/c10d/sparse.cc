@@ -35,7 +35,7 @@ auto ProcessGroupLockstep::sparse_allreduce(const at::Tensor& tensor,
 
   at::Tensor mine = at::full({1}, input._nnz(), at::kLong);
   at::Tensor nnz = at::empty({size_}, at::kLong);
-  group_->all_gather(view_of(mine, name), view_of(nnz, name), {.timeout = timeout})->wait();
+  group().all_gather(view_of(mine, name), view_of(nnz, name), {.timeout = timeout})->wait();
   std::vector<size_t> index_counts, value_counts;
   int64_t total = 0;
   for (int r = 0; r < size_; ++r) {
@@ -48,9 +48,9 @@ auto ProcessGroupLockstep::sparse_allreduce(const at::Tensor& tensor,
   value_shape[0] = total;
   at::Tensor all_indices = at::empty({total, indices.size(1)}, indices.options());
   at::Tensor all_values = at::empty(value_shape, values.options());
-  auto index_op = group_->all_gather_v(view_of(indices, name), view_of(all_indices, name),
+  auto index_op = group().all_gather_v(view_of(indices, name), view_of(all_indices, name),
                                        index_counts, {.timeout = timeout});
-  auto value_op = group_->all_gather_v(view_of(values, name), view_of(all_values, name),
+  auto value_op = group().all_gather_v(view_of(values, name), view_of(all_values, name),
                                        value_counts, {.timeout = timeout});
   int size = size_;
   auto finish = [tensor, all_indices, all_values, op, size] {

@@ -6,16 +6,6 @@
 #include "torch/tensor_views.h"
 
 namespace lockstep::c10d_backend {
-namespace {
-
-Device device_of(const at::Tensor& t, const char* op) {
-  if (t.device().is_cpu()) return Device{};
-  if (t.device().is_cuda()) return Device::cuda(t.device().index());
-  throw InvalidArgument(detail::concat("lockstep ", op, ": tensors on ", t.device().str(),
-                                       " are not supported (CPU, or CUDA with the nccl backend)"));
-}
-
-}  // namespace
 
 BufferView view_of(const at::Tensor& contiguous, const char* op) {
   auto dtype = lockstep::torch::detail::to_dtype(contiguous.scalar_type());
@@ -23,8 +13,11 @@ BufferView view_of(const at::Tensor& contiguous, const char* op) {
     throw InvalidArgument(detail::concat("lockstep ", op, ": dtype ", contiguous.scalar_type(),
                                          " is not supported (float32, float64, float16, "
                                          "bfloat16, int8, uint8, int32, int64, bool)"));
-  return BufferView{contiguous.data_ptr(), static_cast<size_t>(contiguous.numel()), *dtype,
-                    device_of(contiguous, op)};
+  // The message only off the CPU path: this runs for every op.
+  Device device = contiguous.device().is_cpu() ? Device{}
+                                               : lockstep::torch::detail::device_tag(
+                                                     contiguous, detail::concat("lockstep ", op));
+  return BufferView{contiguous.data_ptr(), static_cast<size_t>(contiguous.numel()), *dtype, device};
 }
 
 Staged stage(const at::Tensor& t) {

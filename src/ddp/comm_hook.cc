@@ -102,6 +102,10 @@ BucketHook compress_hook(const CompressHookOptions& options) {
     if (b.dtype != DType::f32 && b.dtype != DType::f64) {
       return average_hook(options.timeout)(group, bucket);
     }
+    LOCKSTEP_ENFORCE(!b.device.is_cuda(), InvalidArgument, "DDP compress hook: bucket ",
+                     bucket.index, " is on ", device_name(b.device),
+                     "; this hook narrows on the CPU (LibTorch's fp16_compress_hook and "
+                     "bf16_compress_hook narrow on the device)");
     CompressScratch::Entry& entry = scratch->acquire(b.data);
     std::vector<uint16_t>* packed = &entry.wire;
     std::vector<float>* staging = &entry.staging;

@@ -46,7 +46,7 @@ struct CompressHookOptions {
 // Narrows f32 and f64 buckets to options.wire, all_reduces that, and widens the result back in
 // the finish step. Buckets already 16-bit are averaged as they are. Keeps one scratch buffer per
 // bucket (owned by the returned hook, guarded by a mutex), so one hook may serve several
-// reducers at once.
+// reducers at once. Host buckets only: InvalidArgument for a bucket on a CUDA device.
 BucketHook compress_hook(const CompressHookOptions& options);
 
 }  // namespace lockstep::ddp

@@ -1,7 +1,5 @@
 // [Rebuild] of the reducer's buckets after the first iteration (see reducer.h): rank 0's arrival
 // order, broadcast so every rank buckets identically.
-#include <cstring>
-
 #include "core/log.h"
 #include "ddp/reducer.h"
 #include "lockstep/core/error.h"
@@ -43,7 +41,7 @@ void Reducer::rebuild() {
   std::vector<Storage> old_storage = std::move(storage_);
   allocate(std::move(rebuilt));
   for (size_t p = 0; p < params_.size(); ++p) {
-    std::memcpy(slot(p).data, old_slots[p].data, old_slots[p].bytes());
+    memory_.copy(slot(p), old_slots[p]);
   }
   access_.layout_changed();
   stats_.rebuilds += 1;

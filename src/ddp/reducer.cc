@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <sstream>
 
 #include "core/log.h"
@@ -17,21 +16,17 @@ constexpr size_t kMaxNamesInWarning = 20;
 
 }  // namespace
 
-std::shared_ptr<std::byte> private_block(size_t bytes) {
-  bytes = std::max(bytes, kBucketAlignment);
-  auto* memory = static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{kBucketAlignment}));
-  std::memset(memory, 0, bytes);
-  return std::shared_ptr<std::byte>(
-      memory, [](std::byte* m) { ::operator delete[](m, std::align_val_t{kBucketAlignment}); });
-}
-
 Reducer::Reducer(std::vector<ParamSpec> params, ProcessGroup& group, GradientAccess& access,
                  ReducerOptions options)
     : params_(std::move(params)),
       group_(group),
       access_(access),
       options_(std::move(options)),
+      memory_(options_.memory ? *options_.memory : host_memory()),
       times_(options_.what, settings().debug != DebugLevel::off, settings().debug_every) {
+  LOCKSTEP_ENFORCE(!options_.shared_buckets || !memory_.device().is_cuda(), InvalidArgument,
+                   options_.what, ": shared buckets are host memory; buckets on ",
+                   device_name(memory_.device()), " cannot be shared");
   custom_hook_ = static_cast<bool>(options_.hook);
   if (!options_.hook) options_.hook = average_hook(options_.timeout);
   allocate(assign_buckets(params_, reverse_order(params_.size()), options_.sizes));
@@ -60,7 +55,7 @@ void Reducer::allocate(std::vector<BucketSpec> buckets) {
       stats_.shared_buckets += buffer->shared() ? 1 : 0;
       storage_.emplace_back(buffer, static_cast<std::byte*>(buffer->data()));
     } else {
-      storage_.push_back(private_block(bytes));
+      storage_.push_back(memory_.allocate(bytes));
     }
     for (size_t i = 0; i < buckets_[b].params.size(); ++i) {
       bucket_of_[buckets_[b].params[i]] = b;
@@ -72,7 +67,8 @@ void Reducer::allocate(std::vector<BucketSpec> buckets) {
 BufferView Reducer::slot(size_t p) {
   const BucketSpec& bucket = buckets_[bucket_of_[p]];
   size_t offset = bucket.offsets[index_in_bucket_[p]] * element_size(bucket.dtype);
-  return BufferView{storage_[bucket_of_[p]].get() + offset, params_[p].count, bucket.dtype};
+  return BufferView{storage_[bucket_of_[p]].get() + offset, params_[p].count, bucket.dtype,
+                    memory_.device()};
 }
 
 void Reducer::set_hook(BucketHook hook) {
@@ -104,8 +100,7 @@ void Reducer::begin_backward() {
 void Reducer::mark(size_t p, bool used) {
   ensure_storage(bucket_of_[p]);
   if (zero_contribution_) {
-    BufferView s = slot(p);
-    std::memset(s.data, 0, s.bytes());
+    memory_.zero(slot(p));
   } else {
     access_.read_gradient(p, slot(p));
     if (shards_gradients() && owners_[p] != group_.rank()) access_.release_gradient(p);
@@ -168,7 +163,7 @@ void Reducer::launch(size_t b) {
   }
   BucketRef ref{.index = b,
                 .is_last = b + 1 == buckets_.size(),
-                .buffer = BufferView{storage_[b].get(), spec.count, spec.dtype},
+                .buffer = BufferView{storage_[b].get(), spec.count, spec.dtype, memory_.device()},
                 .spec = &spec,
                 .params = params_};
   inflight_[b] = options_.hook(group_, ref);

@@ -39,12 +39,12 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
-#include <new>
 #include <set>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "ddp/bucket_memory.h"
 #include "ddp/bucket_plan.h"
 #include "ddp/comm_hook.h"
 #include "ddp/info_log.h"
@@ -70,18 +70,16 @@ class GradientAccess {
   virtual void release_gradient(size_t param) { (void)param; }
 };
 
-inline constexpr size_t kBucketAlignment = 64;
-
-// Zero-filled memory aligned to kBucketAlignment (at least that many bytes): a private bucket.
-std::shared_ptr<std::byte> private_block(size_t bytes);
-
 struct ReducerOptions {
   BucketSizes sizes;
   std::chrono::milliseconds timeout = kGroupTimeout;  // the reducer's own collectives
   BucketHook hook;                                    // empty: average_hook(timeout)
   bool rebuild_buckets = true;
-  // Buckets from ProcessGroup::allocate (see [Bucket memory]); false: private memory.
+  // Buckets from ProcessGroup::allocate (see [Shared buckets]); false: private memory. Host
+  // memory only.
   bool shared_buckets = false;
+  // Where private buckets live (bucket_memory.h); null: host_memory(). Must outlive the reducer.
+  BucketMemory* memory = nullptr;
   // Prefix of warning messages, naming the caller.
   std::string what = "DistributedDataParallel";
   // Appended to the unused-parameter warning (the adapter's advice).
@@ -103,8 +101,9 @@ class Reducer {
  public:
   // `group` and `access` must outlive the reducer. Allocates the buckets (reverse registration
   // order). Collective only with shared_buckets (every rank allocates its buckets together).
+  // InvalidArgument for shared_buckets on a device.
   //
-  // [Bucket memory] With shared_buckets, each bucket is a ProcessGroup::allocate buffer: on the
+  // [Shared buckets] With shared_buckets, each bucket is a ProcessGroup::allocate buffer: on the
   // shm backend, memory every rank maps, so a bucket's all_reduce skips the copies in and out of
   // the group's segment (docs/shm.md, "Buffers from allocate"); elsewhere ordinary memory. The
   // reducer allocates at construction and at the rebuild, both of which every rank reaches in
@@ -143,8 +142,8 @@ class Reducer {
   // outside the group, or a size other than the parameters'.
   void set_gradient_owners(std::vector<int> owners);
   bool shards_gradients() const { return !owners_.empty(); }
-  // Parameter p's slot in its bucket. Valid until the next rebuild, or longer while a copy of
-  // slot_owner(p) is held.
+  // Parameter p's slot in its bucket, tagged with the memory's device. Valid until the next
+  // rebuild, or longer while a copy of slot_owner(p) is held.
   BufferView slot(size_t p);
   // Shares ownership of the memory of p's current bucket.
   std::shared_ptr<void> slot_owner(size_t p) const { return storage_[bucket_of_[p]]; }
@@ -179,6 +178,7 @@ class Reducer {
   ProcessGroup& group_;
   GradientAccess& access_;
   ReducerOptions options_;
+  BucketMemory& memory_;
 
   std::vector<BucketSpec> buckets_;
   std::vector<Storage> storage_;         // one per bucket

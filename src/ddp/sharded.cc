@@ -46,16 +46,16 @@ std::vector<BucketSpec> Reducer::group_by_owner(std::vector<BucketSpec> buckets)
 }
 
 void Reducer::ensure_storage(size_t b) {
-  if (!storage_[b]) storage_[b] = private_block(buckets_[b].bytes());
+  if (!storage_[b]) storage_[b] = memory_.allocate(buckets_[b].bytes());
 }
 
 PendingReduction Reducer::launch_sharded(size_t b) {
   const BucketSpec& spec = buckets_[b];
   const size_t mine = shard_counts_[b][static_cast<size_t>(group_.rank())];
-  received_[b] = private_block(mine * element_size(spec.dtype));
+  received_[b] = memory_.allocate(mine * element_size(spec.dtype));
   WorkPtr work = group_.reduce_scatter_v(
-      ConstBufferView{storage_[b].get(), spec.count, spec.dtype},
-      BufferView{received_[b].get(), mine, spec.dtype}, shard_counts_[b],
+      ConstBufferView{storage_[b].get(), spec.count, spec.dtype, memory_.device()},
+      BufferView{received_[b].get(), mine, spec.dtype, memory_.device()}, shard_counts_[b],
       {.op = ReduceOp::avg, .timeout = options_.timeout});
   return PendingReduction{std::move(work), nullptr};
 }
@@ -65,7 +65,7 @@ BufferView Reducer::owned_slot(size_t p) {
   const BucketSpec& spec = buckets_[b];
   const size_t offset = spec.offsets[index_in_bucket_[p]] - shard_start_[b];
   return BufferView{received_[b].get() + offset * element_size(spec.dtype), params_[p].count,
-                    spec.dtype};
+                    spec.dtype, memory_.device()};
 }
 
 void Reducer::release_buckets() {

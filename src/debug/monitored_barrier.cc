@@ -46,6 +46,22 @@ std::string missing_text(const std::vector<int>& missing, int size) {
   return detail::concat("ranks ", rank_list(missing), " of ", size, " did not arrive");
 }
 
+// The same verdict as torch's gloo phrases it, for people and tools that look for its words.
+std::string torch_words_rank0(const std::vector<int>& missing) {
+  std::string ranks;
+  for (size_t i = 0; i < missing.size(); ++i)
+    ranks += detail::concat(i ? ", " : "", missing[i]);
+  return detail::concat(" (In torch's words: Rank 0 timed out in monitoredBarrier; Rank",
+                        missing.size() == 1 ? " " : "s ", ranks,
+                        " failed to pass monitoredBarrier.)");
+}
+
+std::string torch_words_other(int rank) {
+  return detail::concat(" (In torch's words: Rank ", rank,
+                        " successfully reached monitoredBarrier, but received errors while "
+                        "waiting for send/recv from rank 0.)");
+}
+
 void forget_previous(Store& store, const MonitoredBarrierArgs& a) {
   if (a.index == 0) return;
   try {
@@ -71,7 +87,8 @@ void collect(Store& store, const MonitoredBarrierArgs& a) {
   throw TimeoutError(detail::concat(title(a), ": ", missing_text(missing, a.size), " within ",
                                     seconds(a.timeout),
                                     ". They are stuck, slow or took another "
-                                    "path: check their output and flight recorder dumps"));
+                                    "path: check their output and flight recorder dumps.",
+                                    torch_words_rank0(missing)));
 }
 
 void await_verdict(Store& store, const MonitoredBarrierArgs& a) {
@@ -86,13 +103,15 @@ void await_verdict(Store& store, const MonitoredBarrierArgs& a) {
     throw TimeoutError(detail::concat(title(a),
                                       ": no verdict from rank 0, which collects the "
                                       "arrivals, within ",
-                                      seconds(wait), "; ", missing_text(missing, a.size)));
+                                      seconds(wait), "; ", missing_text(missing, a.size), ".",
+                                      torch_words_other(a.rank)));
   }
   if (verdict != kOk)
     throw TimeoutError(detail::concat(title(a), ": ranks ", verdict, " of ", a.size,
                                       " did not arrive within ", seconds(a.timeout),
                                       " (as rank 0 saw it). Check their output and flight "
-                                      "recorder dumps"));
+                                      "recorder dumps.",
+                                      torch_words_other(a.rank)));
 }
 
 }  // namespace

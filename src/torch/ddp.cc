@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <utility>
 #include <unordered_set>
 
 #include "autograd_glue.h"
@@ -15,7 +17,9 @@
 #include "ddp/reducer.h"
 #include "lockstep/core/error.h"
 #include "lockstep/torch/zero.h"
+#include "tensor_memory.h"
 #include "tensor_views.h"
+#include "torch_stream.h"
 
 namespace lockstep::torch {
 
@@ -29,14 +33,19 @@ using detail::reachable_nodes;
 using detail::remove_accumulator_hook;
 using ::torch::autograd::Node;
 
-// Copies rank root's tensors to every rank, one broadcast per dtype. In place, outside autograd.
+// Copies rank root's tensors to every rank, one broadcast per device and dtype. In place,
+// outside autograd.
 void broadcast_coalesced(ProcessGroup& group, const std::vector<at::Tensor>& tensors,
                          std::chrono::milliseconds timeout, int root = 0) {
   if (group.size() == 1 || tensors.empty()) return;
   ::torch::NoGradGuard no_grad;
-  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;  // the same order on every rank
-  for (const at::Tensor& t : tensors) by_dtype[t.scalar_type()].push_back(t);
-  for (auto& [dtype, group_tensors] : by_dtype) {
+  // The same order on every rank: host first, then by device index and dtype.
+  std::map<std::pair<int, at::ScalarType>, std::vector<at::Tensor>> by_kind;
+  for (const at::Tensor& t : tensors) {
+    int device = t.device().is_cpu() ? -1 : t.device().index();
+    by_kind[{device, t.scalar_type()}].push_back(t);
+  }
+  for (auto& [kind, group_tensors] : by_kind) {
     std::vector<at::Tensor> flat_parts;
     for (const at::Tensor& t : group_tensors) flat_parts.push_back(t.reshape({-1}));
     at::Tensor flat = at::cat(flat_parts).contiguous();
@@ -99,6 +108,7 @@ class DistributedDataParallelBase::Impl : public ddp::GradientAccess {
   int no_sync_depth_ = 0;
 
  private:
+  void use_device(at::Device device);
   void check_and_broadcast();
   void install_hooks();
   void on_gradient(size_t p);
@@ -114,6 +124,7 @@ class DistributedDataParallelBase::Impl : public ddp::GradientAccess {
   std::vector<detail::NodePtr> accumulators_;
   std::vector<uintptr_t> hook_keys_;
   std::vector<uint8_t> grad_is_view_;
+  std::unique_ptr<ddp::BucketMemory> memory_;  // [Bucket memory] on the parameters' device; null: host
   std::unique_ptr<ddp::Reducer> reducer_;
 
   bool armed_ = false;            // the next backward synchronises
@@ -149,13 +160,23 @@ DistributedDataParallelBase::Impl::Impl(DistributedDataParallelBase* owner,
   LOCKSTEP_ENFORCE(module_ && group_, InvalidArgument,
                    "DistributedDataParallel needs a module and a process group (got null)");
   std::vector<ddp::ParamSpec> specs;
+  std::optional<at::Device> device;  // of the first parameter; every other one must match
+  std::string first_name;
   for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
     const at::Tensor& p = item.value();
     auto dtype = detail::to_dtype(p.scalar_type());
-    LOCKSTEP_ENFORCE(p.device().is_cpu() && p.layout() == at::kStrided && p.is_contiguous(),
+    LOCKSTEP_ENFORCE((p.device().is_cpu() || p.device().is_cuda()) &&
+                         p.layout() == at::kStrided && p.is_contiguous(),
                      InvalidArgument, "DistributedDataParallel: parameter '", item.key(),
-                     "' is not a dense contiguous CPU tensor (", p.device(),
-                     "); lockstep DDP reduces CPU parameters only");
+                     "' is not a dense contiguous CPU or CUDA tensor (", p.device(), ")");
+    if (!device) {
+      device = p.device();
+      first_name = item.key();
+    }
+    LOCKSTEP_ENFORCE(p.device() == *device, InvalidArgument, "DistributedDataParallel: parameter '",
+                     item.key(), "' is on ", p.device(), " but '", first_name, "' is on ", *device,
+                     ". DDP reduces the parameters of one device: move the whole module there "
+                     "(module->to(device)), one process per GPU");
     if (!p.requires_grad()) continue;
     LOCKSTEP_ENFORCE(dtype && is_floating(*dtype), InvalidArgument,
                      "DistributedDataParallel: parameter '", item.key(), "' has dtype ",
@@ -164,6 +185,7 @@ DistributedDataParallelBase::Impl::Impl(DistributedDataParallelBase* owner,
     params_.push_back(p);
     specs.push_back({.name = item.key(), .count = static_cast<size_t>(p.numel()), .dtype = *dtype});
   }
+  if (device && device->is_cuda()) use_device(*device);
   for (const auto& item : module_->named_buffers(/*recurse=*/true))
     buffers_.push_back(item.value());
   check_and_broadcast();
@@ -178,7 +200,8 @@ DistributedDataParallelBase::Impl::Impl(DistributedDataParallelBase* owner,
                                     .bucket_bytes = options_.bucket_bytes},
                           .timeout = options_.timeout,
                           .hook = options_.comm_hook ? to_bucket_hook(options_.comm_hook) : nullptr,
-                          .shared_buckets = options_.shared_buckets,
+                          .shared_buckets = options_.shared_buckets && !memory_,  // host only
+                          .memory = memory_.get(),
                           .unused_advice = advice,
                           .repeat_advice = options_.static_graph
                                                ? ""
@@ -200,6 +223,19 @@ std::vector<at::Tensor> DistributedDataParallelBase::Impl::state_tensors() const
   for (const auto& item : module_->named_parameters(true)) all.push_back(item.value());
   for (const auto& item : module_->named_buffers(true)) all.push_back(item.value());
   return all;
+}
+
+// CUDA parameters: buckets on their device, reduced by the group's nccl route (under backend auto)
+// and ordered after torch's current stream. The reducer's bookkeeping stays on the host.
+void DistributedDataParallelBase::Impl::use_device(at::Device device) {
+  LOCKSTEP_ENFORCE(group_->backend_name() != "nccl", InvalidArgument,
+                   "DistributedDataParallel: group '", group_->name(),
+                   "' uses backend nccl, which moves CUDA memory only, but DDP also reduces host "
+                   "data (the model check, the used-parameter bitmap, the bucket order). Create the "
+                   "group with backend auto (the default): it sends CUDA buffers to nccl and host "
+                   "buffers to shm or tcp");
+  detail::use_torch_current_stream();
+  memory_ = std::make_unique<detail::TensorMemory>(device);
 }
 
 void DistributedDataParallelBase::Impl::check_and_broadcast() {

@@ -1,5 +1,5 @@
 // Between LibTorch tensors and lockstep buffers: dtype mapping and non-owning views. Internal to
-// lockstep_torch (ddp.cc, comm_hooks.cc).
+// lockstep_torch (ddp.cc, comm_hooks.cc, tensor_memory.cc).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include "lockstep/core/buffer.h"
 #include "lockstep/core/error.h"
@@ -62,20 +63,36 @@ inline at::ScalarType to_scalar_type(DType t) {
   return at::kFloat;
 }
 
-// The elements of a contiguous CPU tensor. REQUIRES t.is_contiguous(), a mapped dtype.
-inline BufferView buffer_of(const at::Tensor& t) {
-  auto dtype = to_dtype(t.scalar_type());
-  LOCKSTEP_ENFORCE(dtype && t.is_contiguous() && t.device().is_cpu(), InvalidArgument,
-                   "lockstep: tensor of dtype ", t.scalar_type(), " on ", t.device(),
-                   " cannot be communicated (need a contiguous CPU tensor of a numeric dtype)");
-  return BufferView{t.data_ptr(), static_cast<size_t>(t.numel()), *dtype};
+// The device of a tensor as lockstep tags buffers: host, or cuda:N. InvalidArgument, prefixed
+// with `what`, otherwise.
+inline Device device_tag(const at::Tensor& t, std::string_view what = "lockstep") {
+  if (t.device().is_cpu()) return Device{};
+  LOCKSTEP_ENFORCE(t.device().is_cuda(), InvalidArgument, what, ": tensors on ", t.device(),
+                   " are not supported (CPU, or CUDA with the nccl backend)");
+  return Device::cuda(t.device().index());
 }
 
-// A tensor of shape `sizes` over the memory of `slot`, not owning it. With `owner`, the tensor
-// keeps that memory alive for as long as it (or any view of it) lives.
+inline at::Device torch_device(Device d) {
+  if (!d.is_cuda()) return at::Device(at::kCPU);
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(d.index));
+}
+
+// The elements of a contiguous CPU or CUDA tensor, tagged with its device. REQUIRES
+// t.is_contiguous(), a mapped dtype.
+inline BufferView buffer_of(const at::Tensor& t) {
+  auto dtype = to_dtype(t.scalar_type());
+  LOCKSTEP_ENFORCE(dtype && t.is_contiguous(), InvalidArgument, "lockstep: tensor of dtype ",
+                   t.scalar_type(), " on ", t.device(),
+                   " cannot be communicated (need a contiguous tensor of a numeric dtype)");
+  return BufferView{t.data_ptr(), static_cast<size_t>(t.numel()), *dtype, device_tag(t)};
+}
+
+// A tensor of shape `sizes` over the memory of `slot` (on slot.device), not owning it. With
+// `owner`, the tensor keeps that memory alive for as long as it (or any view of it) lives.
 inline at::Tensor tensor_of(const BufferView& slot, at::IntArrayRef sizes,
                             std::shared_ptr<void> owner = nullptr) {
-  auto options = at::TensorOptions().dtype(to_scalar_type(slot.dtype));
+  auto options =
+      at::TensorOptions().dtype(to_scalar_type(slot.dtype)).device(torch_device(slot.device));
   if (!owner) return at::from_blob(slot.data, sizes, options);
   return at::from_blob(
       slot.data, sizes, [owner](void*) mutable { owner.reset(); }, options);

@@ -8,6 +8,9 @@
              raise within 2 s, naming rank 1.
   stall      rank 1 sleeps before the second all_reduce: with a short LOCKSTEP_TIMEOUT, rank 0
              times out naming rank 1 (and warns first with a short LOCKSTEP_STALL_WARNING_S).
+  destroyed  rank 1 calls destroy_process_group while rank 0 waits in a barrier: rank 0 must hear,
+             within 2 s, that rank 1 shut its group down (not that its process died); an op on
+             the destroyed group must raise on rank 1.
 
 Prints "<MODE>_OK rank=R ..." on success; exits 1 with the reason otherwise.
 """
@@ -23,7 +26,7 @@ import lockstep  # noqa: F401
 
 
 def fail(message):
-    print(f"FAILED rank={dist.get_rank()}: {message}", flush=True)
+    print(f"FAILED rank={os.environ['RANK']}: {message}", flush=True)
     sys.exit(1)
 
 
@@ -38,7 +41,7 @@ def expect_error(mode, action, needles, within=None):
         missing = [n for n in needles if n not in str(e)]
         if missing or (within is not None and elapsed > within):
             fail(f"after {elapsed:.2f} s, the message lacks {missing}: {e}")
-        print(f"{mode}_OK rank={dist.get_rank()} seconds={elapsed:.3f} message={e}", flush=True)
+        print(f"{mode}_OK rank={os.environ['RANK']} seconds={elapsed:.3f} message={e}", flush=True)
         return
     fail(f"{mode.lower()}: no error")
 
@@ -89,7 +92,22 @@ def stall():
     sys.exit(1)  # as a real job would
 
 
+def destroyed():
+    x = torch.ones(10)
+    dist.all_reduce(x)  # both ranks are connected
+    if dist.get_rank() == 1:
+        pg = dist.group.WORLD
+        backend = pg._get_backend(torch.device("cpu"))
+        dist.destroy_process_group()
+        expect_error("DESTROYED", lambda: backend.allreduce([x]).wait(), ["was shut down"])
+        time.sleep(3)  # alive, so that rank 0 cannot take the shutdown for a death
+        return
+    expect_error("DESTROYED", lambda: dist.barrier(),
+                 ["rank 1", "shut down its process group"], within=2.0)
+
+
 if __name__ == "__main__":
     dist.init_process_group("lockstep")
-    {"mismatch": mismatch, "unused": unused, "killed": killed, "stall": stall}[sys.argv[1]]()
+    {"mismatch": mismatch, "unused": unused, "killed": killed, "stall": stall,
+     "destroyed": destroyed}[sys.argv[1]]()
     os._exit(0)  # the group may be broken: do not wait for it at exit

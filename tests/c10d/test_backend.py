@@ -74,6 +74,12 @@ def test_unused_parameter_gives_torchs_error_not_a_hang():
     assert time.monotonic() - start < 60
 
 
+def test_a_destroyed_group_is_named_as_shut_down_not_dead():
+    code, out = launch(2, "failure_job.py", "destroyed", env={"LOCKSTEP_TIMEOUT": "30"})
+    assert code == 0, out
+    assert "DESTROYED_OK rank=0" in out and "DESTROYED_OK rank=1" in out, out
+
+
 def test_a_sigkilled_rank_is_named_by_the_survivor_within_2_s():
     # Without the launcher, which would stop the survivor itself: plain env:// variables.
     import socket

@@ -79,6 +79,15 @@ TEST(MonitoredBarrier, NamesEveryMissingRank) {
         << "rank " << r << " failed early";
   }
   EXPECT_LT(timing.slowest({0, 2}), kTimeout + kLateBound);
+  // torch's gloo words too, which its own tests and users' log scanners look for.
+  EXPECT_NE(errors[0].find("Rank 0 timed out in monitoredBarrier; Ranks 1, 3 failed to pass "
+                           "monitoredBarrier"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[2].find("Rank 2 successfully reached monitoredBarrier, but received errors "
+                           "while waiting for send/recv from rank 0"),
+            std::string::npos)
+      << errors[2];
 }
 
 TEST(MonitoredBarrier, MissingCollectorIsNamedToo) {

@@ -66,8 +66,9 @@ CommHook allreduce_hook();
 
 // Compresses the bucket to IEEE half before communicating and decompresses after: half the
 // bytes on the wire, about 3 significant decimal digits. f16 and bf16 buckets are averaged as
-// they are. The hook keeps scratch memory per bucket; one hook object may serve several DDP
-// instances at once (ranks as threads sharing one DdpOptions).
+// they are. A CUDA bucket is narrowed and widened on its device. The hook keeps scratch memory
+// per bucket; one hook object may serve several DDP instances at once (ranks as threads sharing
+// one DdpOptions).
 CommHook fp16_compress_hook(const CompressOptions& options = {});
 
 // Like fp16_compress_hook with bfloat16: the range of f32, about 2 significant decimal digits.

@@ -74,8 +74,12 @@
 // [Uneven inputs] DDP is a Joinable (lockstep/torch/join.h): under a Join, ranks that ran out of
 // data shadow the buffer broadcast and the gradient all_reduces of the others.
 //
-// Requirements and limits: CPU tensors, dense, contiguous parameters (the buckets are host
-// memory); parameters with requires_grad == false are checked and broadcast but not reduced.
+// [Devices] The parameters are dense, contiguous tensors, all on the CPU or all on one CUDA
+// device. For CUDA parameters the buckets live on that device and are reduced through the
+// group's nccl route (backend auto, in a program linked with lockstep::nccl), each op ordered
+// after torch's current stream; the reducer's bookkeeping (model check, used-parameter bitmap,
+// bucket order) stays on the host backend. ZeRO is CPU-only; shared_buckets has no effect.
+// Parameters with requires_grad == false are checked and broadcast but not reduced.
 // One backward per armed forward cycle (for accumulation use no_sync()). The wrapper is not
 // thread-safe: one thread drives forward and backward of one DDP instance (other ranks may be
 // other threads of the same process, each with its own group). Every DDP collective has a
@@ -176,7 +180,8 @@ class DistributedDataParallelBase : public Joinable {
  public:
   // Collective over `group` (see [Construction]). Registers hooks on the parameters' gradient
   // accumulators; keeps `module` and `group` alive. Throws MismatchError when the models differ,
-  // InvalidArgument for a parameter that is not a dense contiguous CPU tensor, and whatever the
+  // InvalidArgument for a parameter that is not a dense contiguous tensor on the first parameter's
+  // device (CPU or CUDA, see [Devices]) or a CUDA model on an nccl-only group, and whatever the
   // group throws (TimeoutError, NetworkError) when a rank does not take part.
   DistributedDataParallelBase(std::shared_ptr<::torch::nn::Module> module,
                               std::shared_ptr<ProcessGroup> group, DdpOptions options);

@@ -1,16 +1,14 @@
 #include "backends/nccl/stream_order.h"
 
-#include <atomic>
 #include <functional>
 
 #include "backends/nccl/cuda_util.h"
+#include "lockstep/core/current_stream.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::nccl {
 
 namespace {
-
-std::atomic<CurrentStreamSource> g_source{nullptr};
 
 class CudaStreamApi final : public StreamApi {
  public:
@@ -20,8 +18,8 @@ class CudaStreamApi final : public StreamApi {
     return cudaSetDevice(device);
   }
   cudaStream_t current_stream(int device) override {
-    CurrentStreamSource source = g_source.load();
-    return source != nullptr ? source(device) : cudaStreamLegacy;
+    CurrentStreamSource source = current_stream_source();
+    return source != nullptr ? static_cast<cudaStream_t>(source(device)) : cudaStreamLegacy;
   }
   cudaError_t create_event(cudaEvent_t* event) override {
     // No timing: a timing event costs more to record and is never read here.
@@ -41,10 +39,6 @@ class CudaStreamApi final : public StreamApi {
 StreamApi& cuda_stream_api() {
   static CudaStreamApi api;
   return api;
-}
-
-void set_current_stream_source(CurrentStreamSource source) {
-  g_source.store(source);
 }
 
 std::shared_ptr<void> mark_issue(StreamApi& api, int device, std::string_view what) {

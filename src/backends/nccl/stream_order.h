@@ -8,10 +8,10 @@
 //      current stream (mark_issue);
 //   2. on the progress thread, before the op's first NCCL call, the backend's stream waits on
 //      that event (order_after_issue), on the device, without blocking the host.
-// The caller's "current stream" comes from a settable source: by default the legacy default
-// stream, which CUDA orders after every blocking stream of the device, per-thread default
-// streams included, so work on stream 0 and on cudaStreamPerThread is covered. A framework with
-// its own notion of the current stream (LibTorch) installs its source.
+// The caller's "current stream" comes from lockstep::current_stream_source()
+// (lockstep/core/current_stream.h): by default the legacy default stream, which CUDA orders after
+// every blocking stream of the device, per-thread default streams included, so work on stream 0
+// and on cudaStreamPerThread is covered. LibTorch and the Python package install torch's.
 //
 // The CUDA calls sit behind StreamApi so that the logic above is tested without a GPU.
 #pragma once
@@ -38,13 +38,8 @@ class StreamApi {
 };
 
 // The real calls (cudaEventCreateWithFlags without timing, cudaEventRecord,
-// cudaStreamWaitEvent, cudaEventDestroy) and the current-stream source below.
+// cudaStreamWaitEvent, cudaEventDestroy) and the installed current-stream source.
 StreamApi& cuda_stream_api();
-
-// Where the real StreamApi gets the caller's current stream. Null restores the default
-// (cudaStreamLegacy). Set it before any group issues ops; not synchronised with them.
-using CurrentStreamSource = cudaStream_t (*)(int device);
-void set_current_stream_source(CurrentStreamSource source);
 
 // Step 1, on the caller's thread: an event recorded on the current stream of `device` (made
 // current for the call, then the caller's device is restored).

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/nccl/stream_order.h"
+#include "lockstep/core/current_stream.h"
 #include "lockstep/core/error.h"
 #include "support/messages.h"
 
@@ -117,7 +118,7 @@ TEST(NcclStreamOrder, AFailedRecordNamesTheOpFreesTheEventAndRestoresTheDevice) 
 
 // The default source is the legacy default stream, which CUDA orders after every blocking
 // stream of the device; a framework can install its own, and null restores the default.
-cudaStream_t framework_stream(int device) { return fake_stream(100 + static_cast<uintptr_t>(device)); }
+void* framework_stream(int device) { return fake_stream(100 + static_cast<uintptr_t>(device)); }
 
 TEST(NcclStreamOrder, TheCurrentStreamDefaultsToTheLegacyStreamAndCanBeReplaced) {
   StreamApi& api = cuda_stream_api();
