@@ -5,9 +5,10 @@
 # test, the device, the NCCL version, and the latency of a 4-byte all_reduce (blocking, then
 # non-blocking communicators). Then, where python3 has a CUDA build of torch 2.x (the GPU
 # machine's image: torch 2.11, CUDA 13, Python 3.12), a second build of the Python package and the
-# launcher against it, and CUDA tensors through the "lockstep" backend and beside torch's NCCL
-# ("cpu:lockstep,cuda:nccl"), one rank per GPU. Whole run under 10 minutes; on a machine without
-# a GPU it runs the CPU tests and reports that the GPU tests skipped.
+# launcher and the LibTorch tests against it: CUDA tensors through the "lockstep" backend and
+# beside torch's NCCL ("cpu:lockstep,cuda:nccl"), one rank per GPU, and LibTorch DDP with CUDA
+# parameters (tests/torch/ddp_cuda_test.cc). Whole run under 10 minutes; on a machine without a
+# GPU it runs the CPU tests and reports that the GPU tests skipped.
 #
 #   scripts/gpu_check.sh                 # report in $OUT/gpu_check_report.txt if OUT is set,
 #                                        # else in the build folder
@@ -25,6 +26,14 @@ LOG="$BUILD/gpu_check.log"
 START=$SECONDS
 
 say() { echo "$*" | tee -a "$REPORT"; }
+summary() {  # "<STATUS> <test>[ -- <skip reason>]" from gtest's output
+  awk '/^\[ RUN      \] /{cur=$4; grab=0; next}
+       / Skipped$/{grab=1; next}
+       grab==1{reason[cur]=$0; grab=0}
+       /^\[       OK \] /{print "PASS", $4}
+       /^\[  FAILED  \] .*\(/{print "FAIL", $4}
+       /^\[  SKIPPED \] .*\(/{r=reason[$4]; print "SKIP", $4 (r == "" ? "" : " -- " r)}' "$1"
+}
 : >"$REPORT"
 say "lockstep gpu_check, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
@@ -87,15 +96,15 @@ TORCH_RESULT="not run"
 GPUS=$("$PY" -c "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)" 2>/dev/null || echo 0)
 if ((GPUS == 0)); then
   TORCH_RESULT="skipped ($PY has no CUDA torch, or no GPU)"
-elif ((SECONDS - START > 420)); then
+elif ((SECONDS - START > 360)); then
   TORCH_RESULT="skipped (no time left: $((SECONDS - START)) s used)"
 else
   TBUILD="$BUILD/torch"
   if timeout 90 cmake -S "$ROOT" -B "$TBUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
        -DLOCKSTEP_PYTHON_EXECUTABLE="$(command -v "$PY")" -DLOCKSTEP_WITH_MPI=OFF \
-       -DLOCKSTEP_BUILD_TESTS=OFF -DLOCKSTEP_BUILD_EXAMPLES=OFF >>"$TORCH_OUT" 2>&1 &&
-     timeout 150 cmake --build "$TBUILD" --target lockstep_python lockstep_cli -j "$JOBS" \
-       >>"$TORCH_OUT" 2>&1; then
+       -DLOCKSTEP_BUILD_EXAMPLES=OFF >>"$TORCH_OUT" 2>&1 &&
+     timeout 200 cmake --build "$TBUILD" --target lockstep_python lockstep_cli test_torch \
+       -j "$JOBS" >>"$TORCH_OUT" 2>&1; then
     NPROC=$GPUS
     ((NPROC > 2)) && NPROC=2
     TORCH_RESULT="ok"
@@ -112,6 +121,17 @@ else
         fi
       done
     done
+    # LibTorch DDP with CUDA parameters: one rank on GPU 0, against plain training there.
+    DDP_OUT="$BUILD/gpu_check_ddp_cuda.txt"
+    LOCKSTEP_TIMEOUT=60 timeout --kill-after=5 90 "$TBUILD/tests/test_torch" --gtest_color=no \
+      --gtest_filter='DdpCuda.*' >"$DDP_OUT" 2>&1
+    DDP_RC=$?
+    DDP_RESULTS="$(summary "$DDP_OUT")"
+    DDP_RESULT="$(grep -c '^PASS' <<<"$DDP_RESULTS") passed, $(grep -c '^FAIL' <<<"$DDP_RESULTS") failed, $(grep -c '^SKIP' <<<"$DDP_RESULTS") skipped (exit status $DDP_RC; $DDP_OUT)"
+    if ((DDP_RC != 0)); then
+      RC=1
+      TORCH_RESULT="FAILED (LibTorch DDP on CUDA: $DDP_RESULT)"
+    fi
   else
     TORCH_RESULT="build FAILED or ran past its limit (see $TORCH_OUT)"
     RC=1
@@ -119,14 +139,6 @@ else
 fi
 
 # --- Report ----------------------------------------------------------------------------------------
-summary() {  # "<STATUS> <test>[ -- <skip reason>]" from gtest's output
-  awk '/^\[ RUN      \] /{cur=$4; grab=0; next}
-       / Skipped$/{grab=1; next}
-       grab==1{reason[cur]=$0; grab=0}
-       /^\[       OK \] /{print "PASS", $4}
-       /^\[  FAILED  \] .*\(/{print "FAIL", $4}
-       /^\[  SKIPPED \] .*\(/{r=reason[$4]; print "SKIP", $4 (r == "" ? "" : " -- " r)}' "$1"
-}
 RESULTS="$(summary "$RUN_OUT")"
 pass=$(grep -c '^PASS' <<<"$RESULTS")
 fail=$(grep -c '^FAIL' <<<"$RESULTS")
@@ -144,6 +156,7 @@ if ((fail > 0)); then
   grep -B2 -A12 '^\[  FAILED  \] .*(' "$RUN_OUT" | head -80 | tee -a "$REPORT" >/dev/null
 fi
 say "torch 2.x with CUDA tensors (the Python package): $TORCH_RESULT"
+say "LibTorch DDP with CUDA parameters (DdpCuda.*): ${DDP_RESULT:-not run}"
 ((fail == 0)) && [[ "$TORCH_RESULT" == FAILED* || "$TORCH_RESULT" == build* ]] && fail=1
 say "total: $((SECONDS - START)) s; full output in $RUN_OUT; report in $REPORT"
 ((fail == 0 && RC != 124 && RC != 137)) && exit 0 || exit 1
