@@ -85,3 +85,14 @@ macro(lockstep_find_torch)
                    "Python package are not built (scripts/setup.sh installs torch into .venv)")
   endif()
 endmacro()
+
+# A target that includes src/torch/torch_stream.h: with a CUDA build of torch, it reads torch's
+# current CUDA stream through c10/cuda (LOCKSTEP_TORCH_CUDA), which needs CUDA's runtime headers.
+function(lockstep_torch_cuda target)
+  if(TORCH_CUDA_LIBRARIES)
+    target_compile_definitions(${target} PRIVATE LOCKSTEP_TORCH_CUDA)
+    if(CUDAToolkit_INCLUDE_DIRS)
+      target_include_directories(${target} SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+    endif()
+  endif()
+endfunction()

@@ -21,11 +21,14 @@ if [[ ! -d "$dir/torch/include" ]]; then
 fi
 inc=$dir/torch/include
 pyinc=$("$py" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
+cuda_inc=()  # torch_stream.h reads the current stream through c10/cuda, with CUDA's headers
+[[ -d "${CUDA_HOME:-/usr/local/cuda}/include" ]] && cuda_inc=(-DLOCKSTEP_TORCH_CUDA -isystem "${CUDA_HOME:-/usr/local/cuda}/include")
 failed=0 count=0
 for f in "$LOCKSTEP_ROOT"/src/c10d/*.cc "$LOCKSTEP_ROOT"/src/torch/*.cc \
          "$LOCKSTEP_ROOT"/examples/train_fashion_mnist/*.cc; do
   count=$((count + 1))
-  if ! g++ -std=c++20 -fsyntax-only -DLOCKSTEP_C10D_HAS_NCCL -I"$LOCKSTEP_ROOT/include" \
+  if ! g++ -std=c++20 -fsyntax-only -DLOCKSTEP_C10D_HAS_NCCL "${cuda_inc[@]}" \
+       -I"$LOCKSTEP_ROOT/include" \
        -I"$LOCKSTEP_ROOT/src" -I"$LOCKSTEP_BUILD_DIR/layers/c10d" -I"$LOCKSTEP_BUILD_DIR/layers/torch" \
        -isystem "$pyinc" -isystem "$inc" -isystem "$inc/torch/csrc/api/include" "$f" \
        > "$dir/$(basename "$f").log" 2>&1; then

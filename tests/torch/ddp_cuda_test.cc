@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,9 +53,13 @@ double train_both(const DdpOptions& options, Step step, bool in_stream = false) 
   load(*replica, snapshot(*reference));
   reference->to(kGpu);
   replica->to(kGpu);
+  // The current stream is per thread: the reference trains on this one, DDP on spawn_groups'.
+  auto enter_stream = [in_stream](std::optional<c10::StreamGuard>& guard) {
+    if (in_stream) guard.emplace(c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA)
+                                     .getStreamFromGlobalPool(kGpu, /*isHighPriority=*/false));
+  };
   std::optional<c10::StreamGuard> guard;
-  if (in_stream) guard.emplace(c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA)
-                                   .getStreamFromGlobalPool(kGpu, /*isHighPriority=*/false));
+  enter_stream(guard);
   const std::vector<at::Tensor> initial = snapshot(*reference);
   auto ref_opt = make_sgd(*reference);
   for (int t = 0; t < kSteps; ++t) {
@@ -62,12 +67,16 @@ double train_both(const DdpOptions& options, Step step, bool in_stream = false) 
     step(reference, t);
     ref_opt.step();
   }
-  const std::vector<at::Tensor> expected = snapshot(*reference);
-  EXPECT_GT(relative_diff(initial[0].cpu(), expected[0].cpu()), 1e-3) << "training moved nothing";
+  // On the host, read on this thread's stream: the spawned thread's is another.
+  std::vector<at::Tensor> expected = snapshot(*reference);
+  for (at::Tensor& t : expected) t = t.cpu();
+  EXPECT_GT(relative_diff(initial[0].cpu(), expected[0]), 1e-3) << "training moved nothing";
   double worst = 0;
   lockstep::testing::spawn_groups(
       1,
       [&](ProcessGroup& pg) {
+        std::optional<c10::StreamGuard> rank_guard;
+        enter_stream(rank_guard);
         DistributedDataParallel ddp(replica, share(pg), options);
         auto opt = make_sgd(*replica);
         for (int t = 0; t < kSteps; ++t) {
@@ -83,7 +92,7 @@ double train_both(const DdpOptions& options, Step step, bool in_stream = false) 
         const std::vector<at::Tensor> got = snapshot(*replica);
         for (size_t i = 0; i < got.size(); ++i) {
           if (!got[i].is_floating_point()) continue;
-          worst = std::max(worst, relative_diff(got[i].cpu(), expected[i].cpu()));
+          worst = std::max(worst, relative_diff(got[i].cpu(), expected[i]));
         }
       },
       "auto");
