@@ -48,11 +48,9 @@ std::string missing_text(const std::vector<int>& missing, int size) {
 
 // The same verdict as torch's gloo phrases it, for people and tools that look for its words.
 std::string torch_words_rank0(const std::vector<int>& missing) {
-  std::string ranks;
-  for (size_t i = 0; i < missing.size(); ++i)
-    ranks += detail::concat(i ? ", " : "", missing[i]);
+  const std::string list = rank_list(missing);  // "[1, 3]"; torch writes "1, 3"
   return detail::concat(" (In torch's words: Rank 0 timed out in monitoredBarrier; Rank",
-                        missing.size() == 1 ? " " : "s ", ranks,
+                        missing.size() == 1 ? " " : "s ", list.substr(1, list.size() - 2),
                         " failed to pass monitoredBarrier.)");
 }
 

@@ -30,14 +30,12 @@ class TensorMemory final : public ddp::BucketMemory {
     return std::shared_ptr<std::byte>(data, [block](std::byte*) mutable { block.reset(); });
   }
   void zero(BufferView slot) override { bytes_of(slot).zero_(); }
-  void copy(BufferView dst, ConstBufferView src) override {
-    bytes_of(dst).copy_(bytes_of(BufferView{const_cast<void*>(src.data), src.count, src.dtype,
-                                            src.device}));
-  }
+  void copy(BufferView dst, ConstBufferView src) override { bytes_of(dst).copy_(bytes_of(src)); }
 
  private:
-  static at::Tensor bytes_of(const BufferView& slot) {
-    return tensor_of(BufferView{slot.data, slot.bytes(), DType::u8, slot.device},
+  // The slot's bytes as a uint8 tensor (read-only use for a source slot).
+  static at::Tensor bytes_of(const ConstBufferView& slot) {
+    return tensor_of(BufferView{const_cast<void*>(slot.data), slot.bytes(), DType::u8, slot.device},
                      {static_cast<int64_t>(slot.bytes())});
   }
 

@@ -1,5 +1,5 @@
 // Between LibTorch tensors and lockstep buffers: dtype mapping and non-owning views. Internal to
-// lockstep_torch (ddp.cc, comm_hooks.cc, tensor_memory.cc).
+// lockstep_torch (ddp.cc, comm_hooks.cc, tensor_memory.h) and src/c10d.
 #pragma once
 
 #include <ATen/ATen.h>
