@@ -61,6 +61,16 @@ const std::vector<OptionSpec>& specs() {
        [](Options& o, const std::string& v) { o.data_dir = v; }},
       {"checkpoint-dir", "DIR", "where each epoch's checkpoint goes (default ./checkpoints)",
        [](Options& o, const std::string& v) { o.checkpoint_dir = v; }},
+      {"checkpoint-every", "N",
+       "also checkpoint every N steps within an epoch, so that --resume continues from the "
+       "middle of it (default 0: at the end of each epoch only)",
+       [](Options& o, const std::string& v) {
+         o.checkpoint_every = parse_number<size_t>("checkpoint-every", v, 1);
+       }},
+      {"save-weights", "FILE",
+       "at the end, rank 0 writes every parameter and buffer to FILE: name, dtype, shape and the "
+       "raw bytes (to compare runs bit for bit)",
+       [](Options& o, const std::string& v) { o.save_weights = v; }},
       {"resume", nullptr, "continue from the checkpoint in --checkpoint-dir, if there is one",
        [](Options& o, const std::string&) { o.resume = true; }},
       {"subset", "N", "train on the first N training samples only (default: all 60000)",

@@ -17,6 +17,8 @@ struct Options {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::string checkpoint_dir = "checkpoints";
   bool resume = false;
+  size_t checkpoint_every = 0;  // also checkpoint every N steps within an epoch; 0: epoch ends only
+  std::string save_weights;     // rank 0 writes the final parameters and buffers here (raw bytes)
   size_t subset = 0;     // 0: the whole training set
   size_t max_steps = 0;  // per epoch; 0: the whole epoch (for benchmarks)
   int threads = 1;       // intra-op threads per rank

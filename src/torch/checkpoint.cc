@@ -13,11 +13,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <vector>
 
 #include "lockstep/core/error.h"
 #include "torch/checkpoint_bytes.h"
+#include "torch/cursor_numbers.h"
 
 namespace lockstep::torch {
 namespace {
@@ -47,6 +49,12 @@ std::string serialize(const CheckpointState& state) {
   ::torch::serialize::OutputArchive counters(root.compilation_unit());
   for (const auto& [name, value] : state.counters) counters.write(name, c10::IValue(value));
   root.write("counters", counters);
+  if (state.sampler != nullptr) {
+    ::torch::serialize::OutputArchive sampler(root.compilation_unit());
+    sampler.write("cursor", ::torch::tensor(cursor_numbers(state.sampler->cursor()), ::torch::kInt64),
+                  /*is_buffer=*/true);
+    root.write("sampler", sampler);
+  }
   std::string bytes;
   root.save_to([&](const void* data, size_t size) {
     bytes.append(static_cast<const char*>(data), size);
@@ -184,6 +192,22 @@ void read_archive(::torch::serialize::InputArchive& root, const std::string& pat
     c10::IValue value;
     counters.read(name, value);
     if (value.isInt()) state->counters[name] = value.toInt();
+  }
+  if (state->sampler != nullptr) {
+    ::torch::serialize::InputArchive sampler;
+    ::torch::Tensor numbers;
+    if (!root.try_read("sampler", sampler) ||
+        !sampler.try_read("cursor", numbers, /*is_buffer=*/true) ||
+        numbers.scalar_type() != ::torch::kInt64 || numbers.dim() != 1) {
+      throw InvalidArgument(concat("checkpoint ", path, " holds no sampler cursor (it was saved ",
+                                   "without a sampler)"));
+    }
+    const ::torch::Tensor flat = numbers.contiguous();
+    const int64_t* data = flat.data_ptr<int64_t>();
+    const std::optional<SamplerCursor> cursor =
+        cursor_from_numbers({data, data + numbers.numel()});
+    if (!cursor) throw InvalidArgument(concat("checkpoint ", path, "'s sampler cursor is damaged"));
+    state->sampler->resume(*cursor);
   }
 }
 

@@ -215,7 +215,6 @@ DistributedSampler::DistributedSampler(size_t dataset_size, ProcessGroup& group,
             .epoch = options.first_epoch - 1,
             .shuffle = options.shuffle,
             .drop_last = options.drop_last},
-      epoch_(std::make_shared<int64_t>(options.first_epoch - 1)),
       pass_begin_(dataset_size),
       pass_end_(dataset_size) {
   check_same_size_across_ranks(group, dataset_size, "dataset size", options.timeout);
@@ -235,14 +234,14 @@ void DistributedSampler::reset(::torch::optional<size_t> new_size) {
     const SamplerCursor rest = *resume_;
     resume_.reset();
     if (resumes_a_pass(rest)) {  // [Resume] 3: the rest of rest.epoch
-      spec_.epoch = *epoch_ = rest.epoch;
+      spec_.epoch = rest.epoch;
       pass_begin_ = static_cast<size_t>(rest.begin);
       pass_end_ = static_cast<size_t>(rest.end);
       indices_ = shard_indices(spec_, pass_begin_, pass_end_);
       return;
     }
   }
-  spec_.epoch = ++*epoch_;
+  ++spec_.epoch;
   pass_begin_ = 0;
   pass_end_ = spec_.dataset_size;
   indices_ = shard_indices(spec_);
@@ -281,7 +280,7 @@ void DistributedSampler::resume(const SamplerCursor& cursor) {
                    cursor.end, ") is not inside [0, ", spec_.dataset_size, ")");
   resume_ = cursor;
   // The next reset() starts epoch() + 1 in either case ([Resume] 3).
-  spec_.epoch = *epoch_ = resumes_a_pass(cursor) ? cursor.epoch - 1 : cursor.epoch;
+  spec_.epoch = resumes_a_pass(cursor) ? cursor.epoch - 1 : cursor.epoch;
   indices_.clear();
   position_ = 0;
   pass_begin_ = pass_end_ = spec_.dataset_size;
@@ -317,7 +316,7 @@ void DistributedSampler::load(::torch::serialize::InputArchive& archive) {
   auto pass_end = ::torch::full({}, static_cast<int64_t>(spec_.dataset_size), ::torch::kInt64);
   archive.try_read("pass_begin", pass_begin, /*is_buffer=*/true);
   archive.try_read("pass_end", pass_end, /*is_buffer=*/true);
-  spec_.epoch = *epoch_ = epoch.item<int64_t>();
+  spec_.epoch = epoch.item<int64_t>();
   resume_.reset();
   pass_begin_ = static_cast<size_t>(pass_begin.item<int64_t>());
   pass_end_ = static_cast<size_t>(pass_end.item<int64_t>());

@@ -17,6 +17,7 @@
 
 #include "lockstep/core/error.h"
 #include "torch/checkpoint_bytes.h"
+#include "torch/cursor_numbers.h"
 #include "torch/sharded_io.h"
 
 namespace lockstep::torch {
@@ -110,25 +111,10 @@ void put_indices(OutputArchive& a, const std::string& key, const std::vector<siz
   put_numbers(a, key, {indices.begin(), indices.end()});
 }
 
-// A sampler cursor as 6 numbers: epoch, begin, end, dataset size, seed, shuffle.
-std::vector<int64_t> numbers_of(const SamplerCursor& c) {
-  return {c.epoch,
-          static_cast<int64_t>(c.begin),
-          static_cast<int64_t>(c.end),
-          static_cast<int64_t>(c.dataset_size),
-          static_cast<int64_t>(c.seed),
-          c.shuffle};
-}
-
 SamplerCursor get_cursor(InputArchive& a, const std::string& key, const std::string& path) {
-  const std::vector<int64_t> n = get_numbers(a, key, path);
-  if (n.size() != 6) missing(path, key);
-  return {.epoch = n[0],
-          .begin = static_cast<uint64_t>(n[1]),
-          .end = static_cast<uint64_t>(n[2]),
-          .dataset_size = static_cast<uint64_t>(n[3]),
-          .seed = static_cast<uint64_t>(n[4]),
-          .shuffle = n[5] != 0};
+  const std::optional<SamplerCursor> cursor = cursor_from_numbers(get_numbers(a, key, path));
+  if (!cursor) missing(path, key);
+  return *cursor;
 }
 
 std::string describe(const at::Tensor& t) {
@@ -186,7 +172,7 @@ std::string index_bytes(const Index& index) {
   for (size_t s = 0; s < index.shards.size(); ++s)
     put_indices(a, concat("optimizer/shard/", s), index.shards[s]);
   put(a, "sampler", static_cast<int64_t>(index.sampler.has_value()));
-  if (index.sampler) put_numbers(a, "sampler/cursor", numbers_of(*index.sampler));
+  if (index.sampler) put_numbers(a, "sampler/cursor", cursor_numbers(*index.sampler));
   return bytes_of(a);
 }
 
@@ -280,7 +266,7 @@ std::string shard_bytes(const ShardedCheckpointState& state, int rank, int world
       a.write("optimizer", optimizer);
     }
   }
-  if (state.sampler != nullptr) put_numbers(a, "sampler", numbers_of(state.sampler->cursor()));
+  if (state.sampler != nullptr) put_numbers(a, "sampler", cursor_numbers(state.sampler->cursor()));
   return bytes_of(a);
 }
 
@@ -293,7 +279,7 @@ std::array<int64_t, kPlanSize> plan_of(const ShardedCheckpointState& state,
     plan[1] = static_cast<int64_t>(state.optimizer->parameters().size());
   if (state.sampler != nullptr) {
     plan[2] = 1;
-    const std::vector<int64_t> cursor = numbers_of(state.sampler->cursor());
+    const std::vector<int64_t> cursor = cursor_numbers(state.sampler->cursor());
     std::copy(cursor.begin(), cursor.end(), plan.begin() + 3);
   }
   return plan;

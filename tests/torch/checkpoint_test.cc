@@ -173,6 +173,53 @@ void fill_distinctly(::torch::nn::Module& model, int seed) {
     if (t.is_floating_point()) t.fill_(seed + 0.25);
 }
 
+// A checkpoint saved 2 batches into an epoch resumes the loader's sampler there: the loader's next
+// pass yields the rest of that epoch's shard, then the next epoch whole. A checkpoint saved
+// without a sampler cannot resume one.
+TEST(Checkpoint, SamplerMidEpochResumesTheLoadersRestOfTheEpoch) {
+  TempDir dir;
+  constexpr size_t kSamples = 40, kBatch = 3;
+  spawn_groups(2, [&](ProcessGroup& pg) {
+    using Data = ::torch::data::datasets::TensorDataset;
+    auto make_loader = [&] {
+      return DistributedDataLoader<Data>(
+          Data(::torch::arange(static_cast<int64_t>(kSamples))), pg,
+          {.batch_size = kBatch, .sampler = {.seed = 5, .first_epoch = 2}});
+    };
+    auto model = small_model();
+    const std::string file = dir.file("ck" + std::to_string(pg.rank()));
+    auto loader = make_loader();
+    std::vector<int64_t> uninterrupted;
+    size_t batches = 0;
+    for (auto& batch : loader) {
+      for (const auto& e : batch) uninterrupted.push_back(e.data.item<int64_t>());
+      if (++batches == 2) {
+        write_checkpoint(file, {.model = model.ptr().get(), .sampler = &loader.sampler()});
+      }
+    }
+    auto resumed = make_loader();
+    CheckpointState state{.model = model.ptr().get(), .sampler = &resumed.sampler()};
+    read_checkpoint(file, &state);
+    std::vector<int64_t> rest;
+    for (auto& batch : resumed)
+      for (const auto& e : batch) rest.push_back(e.data.item<int64_t>());
+    EXPECT_EQ(resumed.epoch(), 2);
+    EXPECT_EQ(rest, std::vector<int64_t>(uninterrupted.begin() + 2 * kBatch, uninterrupted.end()));
+    size_t next_epoch = 0;
+    for (auto& batch : resumed) next_epoch += batch.size();
+    EXPECT_EQ(resumed.epoch(), 3);
+    EXPECT_EQ(next_epoch, kSamples / 2) << "the epoch after the resumed one is whole";
+
+    write_checkpoint(file, {.model = model.ptr().get()});
+    try {
+      read_checkpoint(file, &state);
+      ADD_FAILURE() << "a checkpoint without a cursor resumed a sampler";
+    } catch (const InvalidArgument& e) {
+      EXPECT_TRUE(contains(e.what(), "holds no sampler cursor")) << e.what();
+    }
+  });
+}
+
 TEST(Checkpoint, CollectiveSaveAndLoad) {
   TempDir dir;
   // Rank 0's model as saved, for every rank to compare its reloaded model with.

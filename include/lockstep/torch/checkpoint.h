@@ -9,7 +9,8 @@
 //
 // [Format] A LibTorch archive (torch::serialize::OutputArchive) with the nested archives "model"
 // (parameters and buffers, torch::nn::Module::save) and "optimizer" (torch::optim::Optimizer::save)
-// and the int64 counters under "counters/<name>" (e.g. epoch, step).
+// and the int64 counters under "counters/<name>" (e.g. epoch, step), and with a sampler, "sampler"
+// (its cursor(), data.h [Resume], as 6 int64s under "sampler/cursor").
 #pragma once
 
 #include <torch/nn/module.h>
@@ -24,6 +25,7 @@
 
 #include "lockstep/comm/options.h"
 #include "lockstep/group/process_group.h"
+#include "lockstep/torch/data.h"
 
 namespace lockstep::torch {
 
@@ -32,6 +34,9 @@ struct CheckpointState {
   ::torch::nn::Module* model = nullptr;            // required
   ::torch::optim::Optimizer* optimizer = nullptr;  // optional
   std::map<std::string, int64_t> counters;         // e.g. {{"epoch", 3}}
+  // Optional: where the epoch stands, for a save in the middle of one. Saved as its cursor(); a
+  // read resumes it there (DistributedSampler::resume, at any world size).
+  DistributedSampler* sampler = nullptr;
 };
 
 struct CheckpointWriteOptions {
@@ -47,10 +52,12 @@ void write_checkpoint(const std::string& path, const CheckpointState& state,
                       const CheckpointWriteOptions& options = {});
 
 // Reads `path` into state: model parameters and buffers, the optimizer's state when
-// state.optimizer is set, and every counter stored in the file (replacing state->counters).
+// state.optimizer is set, every counter stored in the file (replacing state->counters), and the
+// sampler's place when state.sampler is set.
 // Not collective. Errors: ConfigError when the file is missing or unreadable; InvalidArgument
 // naming the file when it is not a lockstep checkpoint or does not fit the model (a parameter
-// missing or of another shape).
+// missing or of another shape), holds no sampler cursor that state asks for, or a cursor of
+// another dataset, seed or shuffle.
 void read_checkpoint(const std::string& path, CheckpointState* state);
 
 struct CheckpointOptions {

@@ -202,9 +202,7 @@ class DistributedSampler : public ::torch::data::samplers::Sampler<> {
   void resume(const SamplerCursor& cursor);
 
   // The epoch of the pass in progress; first_epoch - 1 before the first reset().
-  int64_t epoch() const { return *epoch_; }
-  // Shared view of epoch(), valid after the sampler moved into a DataLoader.
-  std::shared_ptr<const int64_t> epoch_counter() const { return epoch_; }
+  int64_t epoch() const { return spec_.epoch; }
   // Samples this rank gets per epoch (the same on every rank).
   size_t samples_per_epoch() const {
     return shard_size(spec_.dataset_size, spec_.world_size, spec_.drop_last);
@@ -212,7 +210,6 @@ class DistributedSampler : public ::torch::data::samplers::Sampler<> {
 
  private:
   ShardSpec spec_;
-  std::shared_ptr<int64_t> epoch_;
   std::vector<size_t> indices_;
   size_t position_ = 0;
   // The slice of the epoch's order this pass visits ([Resume] 1); [N, N) before the first pass.
@@ -236,9 +233,31 @@ void check_same_size_across_ranks(ProcessGroup& group, size_t local_size, const 
 
 struct DistributedLoaderOptions {
   size_t batch_size = 64;  // per rank
-  // Worker threads that prepare batches ahead; 0 prepares them on the calling thread.
+  // Worker threads that prepare batches ahead; 0 prepares them on the calling thread. With
+  // workers, the sampler runs ahead of the batches handed out (by the batches being prepared), so
+  // a mid-epoch checkpoint of sampler().cursor() needs 0.
   size_t workers = 0;
   DistributedSamplerOptions sampler{};
+};
+
+// What LibTorch's loader holds in place of the sampler: it forwards to the DistributedSampler
+// that DistributedDataLoader keeps, so that the sampler stays reachable (cursor(), resume()) once
+// the loader owns its copy. Copies share the one sampler.
+class SharedSampler : public ::torch::data::samplers::Sampler<> {
+ public:
+  explicit SharedSampler(std::shared_ptr<DistributedSampler> sampler)
+      : sampler_(std::move(sampler)) {}
+  void reset(::torch::optional<size_t> new_size = ::torch::nullopt) override {
+    sampler_->reset(new_size);
+  }
+  ::torch::optional<std::vector<size_t>> next(size_t batch_size) override {
+    return sampler_->next(batch_size);
+  }
+  void save(::torch::serialize::OutputArchive& archive) const override { sampler_->save(archive); }
+  void load(::torch::serialize::InputArchive& archive) override { sampler_->load(archive); }
+
+ private:
+  std::shared_ptr<DistributedSampler> sampler_;
 };
 
 // A LibTorch data loader over this rank's shard of `dataset`, e.g.
@@ -246,22 +265,24 @@ struct DistributedLoaderOptions {
 //   for (int e = 0; e < epochs; ++e)
 //     for (auto& batch : loader) { ... }   // each `for` is one epoch, reshuffled
 // Construction is collective (the dataset-size check). Every rank yields the same number of
-// batches per epoch. Not thread-safe; one pass at a time.
+// batches per epoch. Not thread-safe; one pass at a time. A job that checkpoints in the middle of
+// an epoch saves sampler() (checkpoint.h, sharded_checkpoint.h): after k batches of b samples its
+// cursor() has each rank k * b samples into its shard, and once restored, the next pass yields
+// the rest of that epoch ([Resume]).
 template <class Dataset>
 class DistributedDataLoader {
  public:
-  using Loader = ::torch::data::StatelessDataLoader<Dataset, DistributedSampler>;
+  using Loader = ::torch::data::StatelessDataLoader<Dataset, SharedSampler>;
 
   DistributedDataLoader(Dataset dataset, ProcessGroup& group,
                         const DistributedLoaderOptions& options = {})
       : batch_size_(options.batch_size) {
     const auto size = dataset.size();
     if (!size.has_value()) throw InvalidArgument("DistributedDataLoader: the dataset has no size");
-    DistributedSampler sampler(*size, group, options.sampler);
-    epoch_ = sampler.epoch_counter();
-    samples_per_epoch_ = sampler.samples_per_epoch();
+    sampler_ = std::make_shared<DistributedSampler>(*size, group, options.sampler);
+    samples_per_epoch_ = sampler_->samples_per_epoch();
     loader_ = std::make_unique<Loader>(
-        std::move(dataset), std::move(sampler),
+        std::move(dataset), SharedSampler(sampler_),
         ::torch::data::DataLoaderOptions().batch_size(options.batch_size).workers(options.workers));
   }
 
@@ -270,14 +291,16 @@ class DistributedDataLoader {
   auto end() { return loader_->end(); }
 
   // The epoch of the pass in progress (first_epoch - 1 before the first begin()).
-  int64_t epoch() const { return *epoch_; }
+  int64_t epoch() const { return sampler_->epoch(); }
   size_t samples_per_epoch() const { return samples_per_epoch_; }
   size_t batches_per_epoch() const { return (samples_per_epoch_ + batch_size_ - 1) / batch_size_; }
+  // The sampler the loader draws from, for checkpoints.
+  DistributedSampler& sampler() { return *sampler_; }
 
  private:
   size_t batch_size_;
   size_t samples_per_epoch_ = 0;
-  std::shared_ptr<const int64_t> epoch_;
+  std::shared_ptr<DistributedSampler> sampler_;
   std::unique_ptr<Loader> loader_;
 };
 
