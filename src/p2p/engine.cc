@@ -152,6 +152,9 @@ void Engine::close(const std::string& why_here, const std::string& why_for_peers
                                          name_of(op->request) + ": " + why_here)));
     s.batches.clear();
     s.posted_recvs.clear();
+    // What is written from here on is a goodbye: a peer that refuses the connection it needs has
+    // left (as every rank does after an error they all saw), and there is nobody to tell.
+    s.channel->closing();
     auto reachable = [&](int p) {
       return std::find(unreachable.begin(), unreachable.end(), p) == unreachable.end();
     };
