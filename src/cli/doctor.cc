@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -87,7 +88,8 @@ int doctor_command(int argc, char** argv) {
   doctor::Report report;
   const doctor::Job job = doctor::check_variables(report);
   doctor::check_network(job, probe_timeout, report);
-  doctor::check_nodes(job, probe_timeout, peer_timeout, peers, report);
+  const std::function<void()> reported =
+      doctor::check_nodes(job, probe_timeout, peer_timeout, peers, report);
   doctor::check_shared_memory(job, report);
   doctor::check_cores(job, report);
   doctor::check_open_files(job, report);
@@ -98,6 +100,8 @@ int doctor_command(int argc, char** argv) {
                               : std::string("a process");
   std::printf("lockstep doctor: %s on host %s\n", who.c_str(), net::hostname().c_str());
   report.print(stdout);
+  std::fflush(stdout);
+  reported();  // no doctor exits (a launcher would stop the others) before every report is out
   return report.problems() == 0 ? 0 : 1;
 }
 

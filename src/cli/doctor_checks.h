@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,9 +60,11 @@ void check_network(const Job& job, std::chrono::milliseconds probe_timeout, Repo
 // hosts a store at MASTER_ADDR:MASTER_PORT), local rank 0 of every node checks with the others
 // that each node's advertised address is reachable from every other node and that the clocks
 // agree within a second (doctor_peers.h). Waits for the other nodes at most peer_timeout per
-// phase; connection attempts at most probe_timeout.
-void check_nodes(const Job& job, std::chrono::milliseconds probe_timeout,
-                 std::chrono::milliseconds peer_timeout, bool peers, Report& report);
+// phase; connection attempts at most probe_timeout. Returns what to call once this node's report
+// is printed (finish_with_peers; nothing to do when this node took no part).
+std::function<void()> check_nodes(const Job& job, std::chrono::milliseconds probe_timeout,
+                                  std::chrono::milliseconds peer_timeout, bool peers,
+                                  Report& report);
 // doctor_host.cc: /dev/shm size and free space, cores against local ranks and OMP_NUM_THREADS,
 // and the open-file limit.
 void check_shared_memory(const Job& job, Report& report);

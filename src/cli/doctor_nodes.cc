@@ -4,6 +4,7 @@
 // 0's doctor hosts at MASTER_ADDR:MASTER_PORT, as rank 0 of the job would. Otherwise a note says
 // how to run it.
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,14 +31,16 @@ std::string how_to_run(int nodes) {
 
 }  // namespace
 
-void check_nodes(const Job& job, std::chrono::milliseconds probe_timeout,
-                 std::chrono::milliseconds peer_timeout, bool peers, Report& report) {
-  if (!job.valid || job.nodes <= 1) return;
+std::function<void()> check_nodes(const Job& job, std::chrono::milliseconds probe_timeout,
+                                  std::chrono::milliseconds peer_timeout, bool peers,
+                                  Report& report) {
+  const auto nothing = [] {};
+  if (!job.valid || job.nodes <= 1) return nothing;
   if (job.local_rank != 0) {
     report.ok("reachability", concat("local rank 0 of this node checks reachability and clocks "
                                      "with the other ",
                                      job.nodes - 1, " node(s)"));
-    return;
+    return nothing;
   }
   const char* store_port = std::getenv("LOCKSTEP_STORE_PORT");
   const bool launcher_store = store_port && *store_port;
@@ -50,16 +53,16 @@ void check_nodes(const Job& job, std::chrono::milliseconds probe_timeout,
                        "--peers (and MASTER_ADDR, MASTER_PORT)"),
                 how_to_run(job.nodes) +
                     "\nor, with the variables set by hand or by srun: lockstep doctor --peers");
-    return;
+    return nothing;
   }
   const std::string host =
       launcher_store ? env_or("LOCKSTEP_STORE_ADDR", rv.master_addr) : rv.master_addr;
   const int port = launcher_store ? std::atoi(store_port) : rv.master_port;
   const bool host_it = !launcher_store && rv.rank == 0;
-  std::unique_ptr<TcpStore> store;
+  std::shared_ptr<TcpStore> store;  // kept (this process may host it) until the report is out
   try {
     // Without the launcher, the others wait for rank 0's doctor to open its store.
-    store = std::make_unique<TcpStore>(
+    store = std::make_shared<TcpStore>(
         TcpStoreOptions{.host = host,
                         .port = static_cast<uint16_t>(port),
                         .is_server = host_it,
@@ -73,7 +76,7 @@ void check_nodes(const Job& job, std::chrono::milliseconds probe_timeout,
                        ? "check the master line above, and that lockstep run on node 0 is running"
                        : "check the master and port lines above, and run lockstep doctor --peers "
                          "on every node within --peer-timeout of each other");
-    return;
+    return nothing;
   }
   PeerOptions o;
   o.prefix = launcher_store ? concat("lockstep/doctor/", env_or("LOCKSTEP_RUN_ID", "run"), "/",
@@ -87,7 +90,8 @@ void check_nodes(const Job& job, std::chrono::milliseconds probe_timeout,
   o.master_is_loopback = names_this_machine_only(rv.master_addr);
   o.probe_timeout = probe_timeout;
   o.peer_timeout = peer_timeout;
-  exchange_with_peers(*store, o, report);
+  const std::vector<int> nodes = exchange_with_peers(*store, o, report);
+  return [store, o, nodes] { finish_with_peers(*store, o, nodes); };
 }
 
 }  // namespace lockstep::cli::doctor

@@ -4,7 +4,7 @@
 //   reach/<k>       the nodes node k could not connect to, one "<j>\t<reason>" line each
 //   clock/ask/<k>   node 0 asks node k for its wall clock; clock/<k> is the answer (ns)
 //   clock/skew/<k>  node 0's measure of node k's skew, for node k's own report
-//   bye/<k>         node k is done with the store (node 0, which may host it, waits for these)
+//   bye/<k>         node k has printed its report (no node exits before every node's is out)
 // Node 0 reads the clocks only after every node has published what it reached, so a node's
 // listener is no longer needed once its clock has been read.
 // Every wait is bounded: a node that never comes is named in the report, and nothing hangs.
@@ -262,7 +262,7 @@ void report_own_reachability(const std::vector<PeerEntry>& peers,
 
 }  // namespace
 
-void exchange_with_peers(Store& store, const PeerOptions& o, Report& report) {
+std::vector<int> exchange_with_peers(Store& store, const PeerOptions& o, Report& report) {
   const Listener listener = listen_for_peers(o.advertised);
   report_advertise(o, listener, report);
   try {
@@ -271,7 +271,7 @@ void exchange_with_peers(Store& store, const PeerOptions& o, Report& report) {
   } catch (const Error& e) {
     report.problem("reachability", concat("cannot publish this node's address: ", e.what()),
                    "check the master checks above");
-    return;
+    return {};
   }
   const std::vector<PeerEntry> peers =
       gather_entries(store, o, Deadline::after(o.peer_timeout), report);
@@ -281,23 +281,31 @@ void exchange_with_peers(Store& store, const PeerOptions& o, Report& report) {
   } catch (const Error&) {
     // Node 0 reports the silence.
   }
+  std::vector<int> nodes;
+  for (const PeerEntry& p : peers) nodes.push_back(p.node);
   if (o.node_rank == 0) {
     report_all_reachability(store, o, peers, Deadline::after(o.peer_timeout), report);
     measure_clocks(store, o, peers, Deadline::after(o.peer_timeout), report);
-    // Keep the store (this process may host it) until every node has read its skew.
-    const Deadline bye = Deadline::after(o.peer_timeout);
-    for (const PeerEntry& p : peers)
-      if (p.node != 0) get_until(store, concat(o.prefix, "bye/", p.node), bye);
-    return;
+    return nodes;
   }
   report_own_reachability(peers, reasons, report);
   // Node 0 asks after it has gathered every node's reach/ key (a peer timeout) and the clocks of
   // the nodes before this one (another).
   answer_clock(store, o, Deadline::after(3 * o.peer_timeout + o.probe_timeout), report);
+  return nodes;
+}
+
+void finish_with_peers(Store& store, const PeerOptions& o, const std::vector<int>& nodes) {
+  if (nodes.empty()) return;
   try {
     store.set(concat(o.prefix, "bye/", o.node_rank), "1");
   } catch (const Error&) {
+    // The others wait for it until the peer timeout.
   }
+  // A node whose store left (node 0 hosted it and saw every bye) has nothing more to wait for.
+  const Deadline deadline = Deadline::after(o.peer_timeout);
+  for (int k : nodes)
+    if (k != o.node_rank) get_until(store, concat(o.prefix, "bye/", k), deadline);
 }
 
 }  // namespace lockstep::cli::doctor

@@ -31,7 +31,8 @@ PeerEntry decode_entry(int node, const std::string& text);
 std::vector<std::string> probe_peers(const std::vector<PeerEntry>& peers, int self,
                                      std::chrono::milliseconds timeout);
 
-// The whole exchange for this node, on a connected store; adds its lines to the report.
+// The whole exchange for this node, on a connected store; adds its lines to the report. Returns
+// the nodes that took part (none when this node could not).
 struct PeerOptions {
   std::string prefix;  // store keys of this doctor run, ending in '/'
   int nodes = 1;
@@ -43,6 +44,12 @@ struct PeerOptions {
   std::chrono::milliseconds peer_timeout{30000};
   double clock_limit_s = 1.0;
 };
-void exchange_with_peers(Store& store, const PeerOptions& options, Report& report);
+std::vector<int> exchange_with_peers(Store& store, const PeerOptions& options, Report& report);
+// Once this node's report is printed: says so, and waits (at most the peer timeout) until every
+// other node in `nodes` has printed its own. A doctor that found a problem exits non-zero, and a
+// launcher then stops the ranks of every node: a report still to come would be lost (node 0's,
+// which names what the others found, lost to whichever node failed first). Node 0, which may
+// host the store, also keeps it until then.
+void finish_with_peers(Store& store, const PeerOptions& options, const std::vector<int>& nodes);
 
 }  // namespace lockstep::cli::doctor

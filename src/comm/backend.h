@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "comm/failure.h"
 #include "comm/group_config.h"
@@ -63,6 +64,11 @@ class Backend {
   // Orderly goodbye at destruction: tells peers this rank is done and lingers up to the deadline
   // so that slower peers are not mistaken for dead ones.
   virtual void shutdown(Deadline deadline) = 0;
+  // The ranks whose host this backend found unreachable (nothing acknowledged within
+  // LOCKSTEP_LINK_TIMEOUT, or no route: a partition or a dead host), in no order. The group's
+  // teardown sends them no goodbye of its own: a connection to them could only wait out its
+  // linger. Any thread. Default: none.
+  virtual std::vector<int> unreachable_ranks() const { return {}; }
 };
 
 // What the backends that own their peers' connections share: the group's identity (rank, size,

@@ -3,6 +3,7 @@
 // without a p2p channel (nccl) run sends and recvs through the progress queue instead.
 #include <exception>
 #include <span>
+#include <vector>
 
 #include "comm/validate.h"
 #include "core/coarse_clock.h"
@@ -32,7 +33,10 @@ void ProcessGroup::Impl::close_p2p(const std::string& failure) {
           ? detail::concat("rank ", config.rank, " destroyed its process group (it posted no "
                            "more sends or recvs for this rank)")
           : failure;
-  p2p->close(here, peers, Deadline::after(std::chrono::seconds(2)));
+  // No bye to the ranks of a host the collectives found unreachable: it would wait out the
+  // linger in a connect (a partitioned job's node exited 2 s after its rank's error).
+  const std::vector<int> unreachable = backend->unreachable_ranks();
+  p2p->close(here, peers, Deadline::after(std::chrono::seconds(2)), unreachable);
   p2p.reset();
 }
 

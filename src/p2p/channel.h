@@ -70,6 +70,11 @@ class Channel {
   virtual void sleep(Clock::time_point until, std::span<const int> want_room) = 0;
   // Makes the sleep() in progress, or else the next one, return at once. Any thread.
   virtual void wake() = 0;
+  // The engine is leaving (Engine::close): what it writes from now on are its goodbyes, to peers
+  // that may have left already. A write that must first connect to a peer that refuses
+  // connections (its listener is gone: it left) may then fail at once instead of waiting for
+  // the peer to come back. Default: nothing.
+  virtual void closing() {}
   // Orderly close: the peers' read() gets everything written so far, then broken() says this
   // rank closed. Called once, last.
   virtual void close() = 0;

@@ -139,7 +139,7 @@ WorkPtr Engine::post(std::span<Request> requests, Deadline deadline,
 }
 
 void Engine::close(const std::string& why_here, const std::string& why_for_peers,
-                   Deadline linger) {
+                   Deadline linger, std::span<const int> unreachable) {
   State& s = *state_;
   {
     std::unique_lock<std::mutex> lock(s.mu);
@@ -152,8 +152,14 @@ void Engine::close(const std::string& why_here, const std::string& why_for_peers
                                          name_of(op->request) + ": " + why_here)));
     s.batches.clear();
     s.posted_recvs.clear();
+    // What is written from here on is a goodbye: a peer that refuses the connection it needs has
+    // left (as every rank does after an error they all saw), and there is nobody to tell.
+    s.channel->closing();
+    auto reachable = [&](int p) {
+      return std::find(unreachable.begin(), unreachable.end(), p) == unreachable.end();
+    };
     for (int p = 0; p < s.size; ++p)
-      if (p != s.rank && s.peers[p].gone.empty() && !s.peers[p].poisoned) {
+      if (p != s.rank && s.peers[p].gone.empty() && !s.peers[p].poisoned && reachable(p)) {
         s.queue_text(p, FrameKind::bye, 0, why_for_peers);
         // A bye that must first connect (to a peer never written to) connects within the linger
         // too: a peer whose host is unreachable must not hold the close for the connect timeout.

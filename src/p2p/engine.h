@@ -80,8 +80,11 @@ class Engine {
   WorkPtr post(std::span<Request> requests, Deadline deadline, detail::Description description);
 
   // Leaves: ops still pending fail with `why_here`; peers get a bye saying `why_for_peers`; what
-  // is already written reaches them (lingering at most until `linger`). Idempotent.
-  void close(const std::string& why_here, const std::string& why_for_peers, Deadline linger);
+  // is already written reaches them (lingering at most until `linger`). The peers listed in
+  // `unreachable` (their host stopped answering the group's collectives) get no bye: a bye that
+  // must first connect to them would only hold the close until `linger`. Idempotent.
+  void close(const std::string& why_here, const std::string& why_for_peers, Deadline linger,
+             std::span<const int> unreachable = {});
 
   const char* channel_kind() const;
 

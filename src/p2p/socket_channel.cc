@@ -140,6 +140,13 @@ void SocketChannel::connect(int peer, Deadline deadline) {
     if (deadline.expired())
       throw TimeoutError(detail::concat(prefix(), "could not connect to ", describe(peer),
                                         " before the deadline (last error: ", error, ")"));
+    if (err == ECONNREFUSED && leaving_) {
+      // Only this rank's goodbyes are still written: a peer without a listener has left (or
+      // died), and has nothing left to fail with this rank. Waiting out kRefusedGrace here would
+      // hold every rank's exit after an error that all of them saw.
+      throw NetworkError(detail::concat(prefix(), describe(peer), " refuses connections (", error,
+                                        "): it has left"));
+    }
     if (err != ECONNREFUSED) {
       refused_since = Clock::time_point::max();
     } else if (refused_since == Clock::time_point::max()) {

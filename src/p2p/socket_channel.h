@@ -6,14 +6,15 @@
 // overrides) and publishes "host:port|challenge" under p2p::store_key(config, "socket_addr",
 // rank), the challenge being a nonce made for this listener (src/net/peer_auth.h). A first
 // write() looks the peer's key up and connects (blocking, until the write's deadline; a peer that
-// keeps refusing for a couple of seconds has exited, and is reported as such), then sends a
-// 96-byte hello (magic, version, group-name hash, size, rank, pid, whether it has the job's
-// secret, host name), and with a secret its proof for the challenge. The socket is then
-// non-blocking with TCP_NODELAY, and write() is one send(MSG_DONTWAIT). The reader reads nothing
-// of the stream before the proof checks out, and answers with a verdict (its only bytes ever)
-// when its engine next services the listener; the writer checks it as it arrives (write() and
-// broken() look, without blocking): a refusal, a reader that cannot prove the secret, or one that
-// says nothing for 5 s fails the stream (AuthError from write()).
+// keeps refusing for a couple of seconds has exited, and is reported as such; after closing(), at
+// the first refusal), then sends a 96-byte hello (magic, version, group-name hash, size, rank,
+// pid, whether it has the job's secret, host name), and with a secret its proof for the
+// challenge. The socket is then non-blocking with TCP_NODELAY, and write() is one
+// send(MSG_DONTWAIT). The reader reads nothing of the stream before the proof checks out, and
+// answers with a verdict (its only bytes ever) when its engine next services the listener; the
+// writer checks it as it arrives (write() and broken() look, without blocking): a refusal, a
+// reader that cannot prove the secret, or one that says nothing for 5 s fails the stream
+// (AuthError from write()).
 //
 // service() accepts without blocking and reads each newcomer's hello (and proof) as it arrives; a
 // connection whose hello is garbage, of another group, of a rank out of range or already
@@ -70,6 +71,7 @@ class SocketChannel final : public Channel {
   void service() override;
   void sleep(Clock::time_point until, std::span<const int> want_room) override;
   void wake() override;
+  void closing() override { leaving_ = true; }
   void close() override;
 
   // The "host:port" this rank published.
@@ -148,6 +150,7 @@ class SocketChannel final : public Channel {
   uint64_t group_hash_ = 0;
   std::unique_ptr<Peer[]> peers_;
   bool closed_ = false;
+  bool leaving_ = false;  // closing() was called: a peer that refuses connections has left
 
   std::mutex mu_;             // guards what sleep() reads: the fields marked above, and:
   net::Fd listener_;          // invalid after close()

@@ -8,7 +8,10 @@
 #      must fail within the bound + 2 s, and the node must be done within the bound + 10 s (node 0,
 #      which hosts the store, waits up to 25 s more for the others to read the outcome).
 #      Hosts 0 and 1 name host 2 as unreachable with its ranks [4, 5]; host 2 names the other
-#      side. Each launcher's summary says so. Prints how long each node took.
+#      side. Each launcher's summary says so. Prints how long each node took. Node 1 (which
+#      neither hosts the store nor was cut off) must be done within 1 s of its first rank's error:
+#      a group's teardown sends nothing to the ranks it found unreachable, so nothing waits on
+#      them (a bye that had to connect to host 2 held every rank for a 2 s linger).
 #   2. A rank on host 1 is stopped (SIGSTOP) for longer than the bound, then continued: a slow
 #      but alive peer is not declared dead, and the job finishes.
 # Skips (exit 77) where namespaces cannot be made. Removes every namespace it made on exit.
@@ -106,6 +109,10 @@ else
        [ "$took_ms" -ge $((limit * 1000)) ]; then
       fail "cut: node $i: it found the partition after $detect_ms ms (bound ${bound} s + 2 s), and exited after $took_ms ms (bound $limit s):"
       show cut "$i"
+    fi
+    if [ "$i" = 1 ] && [ "$detect_ms" -ge 0 ] && [ $((took_ms - detect_ms)) -ge 1000 ]; then
+      fail "cut: node 1 exited $((took_ms - detect_ms)) ms after its first rank's error (bound 1 s): its teardown waited on something:"
+      show cut 1
     fi
   done
   host2="$fixture-host2"

@@ -4,8 +4,9 @@
 // sleep() returns on data, a new connection, room and wake(), and keeps to `until`; a reader that
 // never sleeps still sees new bytes after service(); broken()
 // after close() comes after every byte; garbage connections are dropped without disturbing the
-// streams; a peer that never publishes, or that refuses, makes write() fail naming it.
-// (socket_channel_process_test.cc: the same with a child process, killed or closing.)
+// streams; a peer that never publishes, or that refuses, makes write() fail naming it (at once
+// after closing()). (socket_channel_process_test.cc: the same with a child process, killed or
+// closing.)
 #include "p2p/socket_channel.h"
 
 #include <gtest/gtest.h>
@@ -356,6 +357,26 @@ TEST(SocketChannel, WriteToAPeerThatRefusesFailsNamingItsAddress) {
               std::string::npos) << e.what();
   }
   EXPECT_LT(seconds_since(t0), 5.0);
+}
+
+// After closing() only goodbyes are written: a peer that refuses has left, at the first refusal,
+// rather than after the couple of seconds a live rank's write gives it.
+TEST(SocketChannel, AfterClosingARefusingPeerHasLeftAtOnce) {
+  auto store = std::make_shared<HashStore>();
+  SocketChannel a(testing::config_for(store, "leaving", 0, 2));
+  std::string address = SocketChannel(testing::config_for(store, "leaving", 1, 2)).address();
+  a.closing();
+  std::byte x{};
+  auto t0 = Clock::now();
+  try {
+    a.write(1, &x, 1, Deadline::after(30s));
+    FAIL() << "write succeeded";
+  } catch (const NetworkError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 (" + address + ") refuses connections"),
+              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("it has left"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(seconds_since(t0), 0.5);
 }
 
 }  // namespace

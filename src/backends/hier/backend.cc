@@ -72,6 +72,8 @@ class HierBackend final : public BackendBase {
     mesh_.goodbye(deadline);
   }
 
+  std::vector<int> unreachable_ranks() const override { return mesh_.unreachable_ranks(); }
+
  private:
   void tell_peers(ErrorClass error_class, const std::string& reason) override {
     // The note first: a peer that only sees our socket close looks there for the reason.

@@ -33,6 +33,8 @@ class FlatMesh {
   void abort(ErrorClass error_class, const std::string& reason);
   // Orderly goodbye (TcpTransport::goodbye). Never throws.
   void goodbye(Deadline deadline) { transport_->goodbye(deadline); }
+  // TcpTransport::unreachable_ranks. Any thread.
+  std::vector<int> unreachable_ranks() const { return transport_->unreachable_ranks(); }
 
  private:
   std::unique_ptr<tcp::TcpTransport> transport_;

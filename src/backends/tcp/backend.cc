@@ -39,6 +39,8 @@ class TcpBackend final : public BackendBase {
     transport_->goodbye(deadline);
   }
 
+  std::vector<int> unreachable_ranks() const override { return transport_->unreachable_ranks(); }
+
  private:
   void tell_peers(ErrorClass error_class, const std::string& reason) override {
     // The note first: a peer that only sees our socket close looks there for the reason.

@@ -5,6 +5,7 @@
 
 #include "backends/tcp/peer_errors.h"
 #include "lockstep/core/error.h"
+#include "net/socket.h"
 
 namespace lockstep::tcp {
 
@@ -245,9 +246,18 @@ void TcpTransport::throw_failure(const Connection& c, const PeerEvent& e) const 
                 .peer_host = c.peer().host};
   for (const auto& other : conns_)
     if (other && other->peer().host == f.peer_host) f.peer_host_ranks.push_back(other->peer().rank);
+  if (e.kind == PeerEvent::reset && net::is_unreachable(e.error)) {
+    std::lock_guard<std::mutex> lock(unreachable_mu_);
+    unreachable_ = f.peer_host_ranks;
+  }
   if ((e.kind == PeerEvent::closed || e.kind == PeerEvent::reset) && id_.store)
     f.abort_note = read_abort_note(*id_.store, id_.group, kAbortNoteWait);
   throw_peer_failure(f, e);
+}
+
+std::vector<int> TcpTransport::unreachable_ranks() const {
+  std::lock_guard<std::mutex> lock(unreachable_mu_);
+  return unreachable_;
 }
 
 void TcpTransport::fail_timeout() const {

@@ -11,12 +11,14 @@
 // peer's goodbye while we still need it is a NetworkError; the op's deadline is a TimeoutError
 // naming the peers still owed data.
 //
-// Thread-safety: none; used by one thread (the group's progress thread) at a time.
+// Thread-safety: none; used by one thread (the group's progress thread) at a time, except
+// unreachable_ranks(), which any thread may call.
 #pragma once
 
 #include <poll.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -68,6 +70,9 @@ class TcpTransport final : public Transport {
 
   const PeerInfo& peer_info(int rank) const { return conns_[static_cast<size_t>(rank)]->peer(); }
 
+  // Every rank on a host that an op found unreachable (the ranks its error lists). Any thread.
+  std::vector<int> unreachable_ranks() const;
+
  private:
   void progress();
   bool pump_buffered();
@@ -102,6 +107,8 @@ class TcpTransport final : public Transport {
   std::vector<Connection*> polled_;
   bool polled_this_op_ = false;    // whether progress() polled the sockets during the current op
   bool received_this_op_ = false;  // whether the current op posted a receive
+  mutable std::mutex unreachable_mu_;
+  mutable std::vector<int> unreachable_;  // recorded by throw_failure
 };
 
 }  // namespace lockstep::tcp
