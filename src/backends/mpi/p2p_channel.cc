@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <thread>
 #include <vector>
@@ -22,7 +23,9 @@ constexpr size_t kChunkBytes = 256 * 1024;
 constexpr size_t kSendSlots = 4;  // per peer
 constexpr size_t kRecvSlots = 2;  // per peer, posted ahead
 constexpr std::chrono::microseconds kPollInterval{50};
-// [Idle polls] The longest pause between tests while the engine has nothing pending.
+// [Idle polls] While the engine has nothing pending: how long it still polls every
+// kPollInterval, and the longest pause between tests after that.
+constexpr std::chrono::milliseconds kIdleGrace{5};
 constexpr std::chrono::microseconds kIdlePollMax{20'000};
 constexpr std::chrono::seconds kCloseGrace{5};
 
@@ -115,6 +118,7 @@ class MpiChannel final : public p2p::Channel {
   }
 
   void sleep(Clock::time_point until, std::span<const int> want_room) override {
+    was_busy_.store(true);
     for (;;) {
       if (woken_.exchange(false)) return;
       if (ready(want_room, nullptr)) return;
@@ -124,31 +128,42 @@ class MpiChannel final : public p2p::Channel {
   }
 
   // [Idle polls] Nothing posted: MPI still has to be called for the peers' messages to arrive
-  // (it has no descriptor to wait on), but a pause that doubles from kPollInterval up to
-  // kIdlePollMax costs some fifty wake-ups a second instead of about ten thousand. The pause
-  // starts again at kPollInterval when bytes arrive or wake() comes (a post), and stays there
-  // while this rank's own sends are still in MPI (a large chunk moves only inside MPI calls).
+  // (it has no descriptor to wait on). For the first kIdleGrace this polls as sleep() does, so
+  // back-to-back ops with short gaps between them see no change. Then it waits on idle_cv_, for
+  // a pause that doubles up to kIdlePollMax: some fifty wake-ups a second instead of about ten
+  // thousand. Bytes that arrive or a wake() (a post) end it and start the grace again, and so do
+  // this rank's own sends still in MPI (a large chunk moves only inside MPI calls).
   void sleep_idle(Clock::time_point until) override {
+    if (was_busy_.exchange(false)) idle_since_.reset();
     for (;;) {
-      bool sending = false;
-      if (woken_.exchange(false) || ready({}, &sending)) {
+      const auto now = Clock::now();
+      if (!idle_since_) {
+        idle_since_ = now;
         idle_pause_ = kPollInterval;
+      }
+      const bool grace = now - *idle_since_ < kIdleGrace;
+      bool sending = false;
+      if (woken_.exchange(false) || ready({}, grace ? nullptr : &sending)) {
+        idle_since_.reset();
         return;
       }
-      const auto now = Clock::now();
       if (now >= until) return;
-      const auto pause = sending ? kPollInterval : idle_pause_;
-      if (!sending) idle_pause_ = std::min(idle_pause_ * 2, kIdlePollMax);
+      if (sending) idle_since_ = now;  // a new grace
+      if (grace || sending) {
+        std::this_thread::sleep_for(kPollInterval);
+        continue;
+      }
+      idle_pause_ = std::min(idle_pause_ * 2, kIdlePollMax);
       std::unique_lock<std::mutex> lock(idle_mu_);
       idle_sleeping_.store(true);
-      idle_cv_.wait_for(lock, std::min<Clock::duration>(pause, until - now),
+      idle_cv_.wait_for(lock, std::min<Clock::duration>(idle_pause_, until - now),
                         [&] { return woken_.load(); });
       idle_sleeping_.store(false);
     }
   }
 
-  // A sleep_idle() in progress waits on idle_cv_: notified only then (a post pays no system call
-  // while the engine thread polls). Both atomics are sequentially consistent: either this sees
+  // A sleep_idle() past its grace waits on idle_cv_: notified only then (a post pays no system
+  // call while the engine thread polls). Both atomics are sequentially consistent: either this sees
   // idle_sleeping_, or the sleeper's wait sees woken_.
   void wake() override {
     woken_.store(true);
@@ -289,10 +304,13 @@ class MpiChannel final : public p2p::Channel {
   std::vector<PeerStreams> peers_;
   std::atomic<bool> woken_{false};
   bool closing_ = false;
-  // [Idle polls] sleep_idle() (the engine thread's only) waits here between its tests.
+  // [Idle polls] sleep_idle() (the engine thread's only) waits here between its tests, and
+  // keeps its own state.
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
   std::atomic<bool> idle_sleeping_{false};
+  std::optional<Clock::time_point> idle_since_;  // since when nothing came or was posted
+  std::atomic<bool> was_busy_{false};  // a sleep() (ops pending) since the last sleep_idle()
   std::chrono::microseconds idle_pause_{kPollInterval};
 };
 
