@@ -68,6 +68,11 @@ class Channel {
   // `want_room`, a new connection, a broken stream, or wake()), or until `until`. May return
   // early for no reason; never waits past `until`.
   virtual void sleep(Clock::time_point until, std::span<const int> want_room) = 0;
+  // sleep() while the engine has nothing pending: no op posted, nothing to write. Bytes may still
+  // come (a peer's send before this rank posts the recv), but nobody waits for them yet, so a
+  // channel that must poll for them may poll rarely; wake() still ends it at once. Default:
+  // sleep(until, {}).
+  virtual void sleep_idle(Clock::time_point until) { sleep(until, {}); }
   // Makes the sleep() in progress, or else the next one, return at once. Any thread.
   virtual void wake() = 0;
   // The engine is leaving (Engine::close): what it writes from now on are its goodbyes, to peers

@@ -246,8 +246,14 @@ void Engine::State::loop() {
     }
     auto want = peers_with_output();
     auto until = std::min(next_wakeup(), Clock::now() + kMaxSleep);
+    // No op pending and nothing to write: a channel that must poll may poll rarely.
+    const bool idle = batches.empty() && want.empty();
     lock.unlock();
-    channel->sleep(until, want);
+    if (idle) {
+      channel->sleep_idle(until);
+    } else {
+      channel->sleep(until, want);
+    }
     lock.lock();
   }
 }

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <thread>
 #include <vector>
@@ -21,6 +23,10 @@ constexpr size_t kChunkBytes = 256 * 1024;
 constexpr size_t kSendSlots = 4;  // per peer
 constexpr size_t kRecvSlots = 2;  // per peer, posted ahead
 constexpr std::chrono::microseconds kPollInterval{50};
+// [Idle polls] While the engine has nothing pending: how long it still polls every
+// kPollInterval, and the longest pause between tests after that.
+constexpr std::chrono::milliseconds kIdleGrace{5};
+constexpr std::chrono::microseconds kIdlePollMax{20'000};
 constexpr std::chrono::seconds kCloseGrace{5};
 
 struct Slot {
@@ -112,28 +118,60 @@ class MpiChannel final : public p2p::Channel {
   }
 
   void sleep(Clock::time_point until, std::span<const int> want_room) override {
+    was_busy_.store(true);
     for (;;) {
       if (woken_.exchange(false)) return;
-      {
-        std::shared_lock<std::shared_mutex> mpi(mpi::communicator_changes());
-        std::lock_guard<std::mutex> lock(mu_);
-        for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
-          if (p == rank_) continue;
-          auto& recvs = peers_[p].recvs;
-          if (!recvs.empty() && test(p, recvs.front())) return;
-          if (!peers_[p].broken.empty()) return;
-        }
-        for (int p : want_room) {
-          reap_sends(p);
-          if (peers_[p].sends.size() < kSendSlots) return;
-        }
-      }
+      if (ready(want_room, nullptr)) return;
       if (Clock::now() >= until) return;
       std::this_thread::sleep_for(kPollInterval);
     }
   }
 
-  void wake() override { woken_.store(true); }
+  // [Idle polls] Nothing posted: MPI still has to be called for the peers' messages to arrive
+  // (it has no descriptor to wait on). For the first kIdleGrace this polls as sleep() does, so
+  // back-to-back ops with short gaps between them see no change. Then it waits on idle_cv_, for
+  // a pause that doubles up to kIdlePollMax: some fifty wake-ups a second instead of about ten
+  // thousand. Bytes that arrive or a wake() (a post) end it and start the grace again, and so do
+  // this rank's own sends still in MPI (a large chunk moves only inside MPI calls).
+  void sleep_idle(Clock::time_point until) override {
+    if (was_busy_.exchange(false)) idle_since_.reset();
+    for (;;) {
+      const auto now = Clock::now();
+      if (!idle_since_) {
+        idle_since_ = now;
+        idle_pause_ = kPollInterval;
+      }
+      const bool grace = now - *idle_since_ < kIdleGrace;
+      bool sending = false;
+      if (woken_.exchange(false) || ready({}, grace ? nullptr : &sending)) {
+        idle_since_.reset();
+        return;
+      }
+      if (now >= until) return;
+      if (sending) idle_since_ = now;  // a new grace
+      if (grace || sending) {
+        std::this_thread::sleep_for(kPollInterval);
+        continue;
+      }
+      idle_pause_ = std::min(idle_pause_ * 2, kIdlePollMax);
+      std::unique_lock<std::mutex> lock(idle_mu_);
+      idle_sleeping_.store(true);
+      idle_cv_.wait_for(lock, std::min<Clock::duration>(idle_pause_, until - now),
+                        [&] { return woken_.load(); });
+      idle_sleeping_.store(false);
+    }
+  }
+
+  // A sleep_idle() past its grace waits on idle_cv_: notified only then (a post pays no system
+  // call while the engine thread polls). Both atomics are sequentially consistent: either this sees
+  // idle_sleeping_, or the sleeper's wait sees woken_.
+  void wake() override {
+    woken_.store(true);
+    if (idle_sleeping_.load()) {
+      std::lock_guard<std::mutex> lock(idle_mu_);
+      idle_cv_.notify_one();
+    }
+  }
 
   // [Orderly close] Every peer gets an end-of-stream marker (a zero-length message), and this rank
   // receives (and drops) what its peers still send until their markers arrive, a few seconds at
@@ -221,6 +259,28 @@ class MpiChannel final : public p2p::Channel {
     return true;
   }
 
+  // Whether sleep() should end: a recv completed, a stream broke, or a peer in want_room has a
+  // free send slot. *sending (when given): whether any send is still in MPI.
+  bool ready(std::span<const int> want_room, bool* sending) {
+    std::shared_lock<std::shared_mutex> mpi(mpi::communicator_changes());
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
+      if (p == rank_) continue;
+      auto& recvs = peers_[p].recvs;
+      if (!recvs.empty() && test(p, recvs.front())) return true;
+      if (!peers_[p].broken.empty()) return true;
+      if (sending) {
+        reap_sends(p);
+        *sending |= !peers_[p].sends.empty();
+      }
+    }
+    for (int p : want_room) {
+      reap_sends(p);
+      if (peers_[p].sends.size() < kSendSlots) return true;
+    }
+    return false;
+  }
+
   // Frees the send slots whose MPI_Isend completed, oldest first. REQUIRES mu_.
   void reap_sends(int peer) {
     auto& sends = peers_[peer].sends;
@@ -244,6 +304,14 @@ class MpiChannel final : public p2p::Channel {
   std::vector<PeerStreams> peers_;
   std::atomic<bool> woken_{false};
   bool closing_ = false;
+  // [Idle polls] sleep_idle() (the engine thread's only) waits here between its tests, and
+  // keeps its own state.
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;
+  std::atomic<bool> idle_sleeping_{false};
+  std::optional<Clock::time_point> idle_since_;  // since when nothing came or was posted
+  std::atomic<bool> was_busy_{false};  // a sleep() (ops pending) since the last sleep_idle()
+  std::chrono::microseconds idle_pause_{kPollInterval};
 };
 
 }  // namespace
