@@ -138,7 +138,8 @@ bool answers_as_store(const std::string& host, int port, milliseconds timeout) {
   }
 }
 
-// Connections the job refused for not proving its secret (src/store/refusals.h): the INFO line
+// Connections the job refused for its secret or turned away at the store's handshake
+// (src/store/refusals.h): the INFO line
 // naming each address is in the refusing rank's log; the store keeps the count and the last one.
 void check_refusals(const std::string& host, int port, milliseconds timeout, Report& report) {
   Refusals refused;

@@ -4,11 +4,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "comm/group_config.h"
 #include "core/log.h"
 #include "group/attempt_scope.h"
 #include "group/optional_backends.h"
 #include "group/rendezvous_env.h"
+#include "lockstep/core/deadline.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/settings.h"
 #include "lockstep/store/file_store.h"
@@ -16,6 +19,7 @@
 #include "lockstep/store/prefix_store.h"
 #include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
+#include "store/refusals.h"
 
 namespace lockstep {
 
@@ -96,8 +100,12 @@ std::string advertise_address(const std::shared_ptr<Store>& store) {
 }
 
 // Registers this rank and waits for every other. Catches ranks that disagree on the world size,
-// two processes with the same rank, and ranks that never arrive (named at the deadline).
-void join(Store& store, const std::string& group, const EnvRendezvous& rv, milliseconds timeout) {
+// two processes with the same rank, and ranks that never arrive (named at the deadline), or a
+// process the store turned away while ranks are missing (named kRefusalGrace after it: the
+// missing rank may have been started with another secret, src/store/refusals.h). `own_store`:
+// the store is this job's alone (env://, no launcher), so every refusal it holds counts.
+void join(Store& store, const std::string& group, const EnvRendezvous& rv, milliseconds timeout,
+          bool own_store) {
   std::string prefix = group + "/init/";
   std::string ws = std::to_string(rv.world_size);
   std::string agreed = store.compare_set(prefix + "world_size", "", ws);
@@ -112,16 +120,34 @@ void join(Store& store, const std::string& group, const EnvRendezvous& rv, milli
                    "(lockstep run does)");
   std::vector<std::string> keys;
   for (int r = 0; r < rv.world_size; ++r) keys.push_back(prefix + "rank/" + std::to_string(r));
-  try {
-    store.wait(keys, timeout);
-  } catch (const TimeoutError&) {
-    std::string missing;
+  auto missing = [&] {
+    std::string text;
     for (int r = 0; r < rv.world_size; ++r)
-      if (!store.check({keys[static_cast<size_t>(r)]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    throw TimeoutError(detail::concat("init_process_group: ranks [", missing, "] of ",
-                                      rv.world_size, " never joined within ", timeout.count() / 1000.0,
-                                      " s. Did they start, with the same MASTER_ADDR/MASTER_PORT (or "
-                                      "LOCKSTEP_STORE_ADDR/_PORT)?"));
+      if (!store.check({keys[static_cast<size_t>(r)]})) text += (text.empty() ? "" : ", ") + std::to_string(r);
+    return text;
+  };
+  RefusalWatch refusals(store, own_store);
+  const Deadline deadline = Deadline::after(timeout);
+  for (;;) {
+    try {
+      store.wait(keys, std::min(kRefusalPoll, std::max(deadline.remaining(), milliseconds(1))));
+      return;
+    } catch (const TimeoutError&) {
+      if (auto refused = refusals.overdue()) {
+        throw ConfigError(detail::concat(
+            "init_process_group: ranks [", missing(), "] of ", rv.world_size,
+            " have not joined, and the store turned a process away (", *refused, ") ",
+            kRefusalGrace.count() / 1000.0, " s ago: was a missing rank started with another "
+            "secret, or without one? Give every rank the same LOCKSTEP_SECRET or "
+            "LOCKSTEP_SECRET_FILE (lockstep run passes its own)"));
+      }
+      if (deadline.expired()) {
+        throw TimeoutError(detail::concat(
+            "init_process_group: ranks [", missing(), "] of ", rv.world_size, " never joined within ",
+            timeout.count() / 1000.0, " s. Did they start, with the same MASTER_ADDR/MASTER_PORT (or "
+            "LOCKSTEP_STORE_ADDR/_PORT)?"));
+      }
+    }
   }
 }
 
@@ -145,7 +171,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   EnvRendezvous rv = read_rendezvous(options, env);
   set_log_rank(rv.rank);
   std::shared_ptr<Store> store = options.store ? options.store : open_store(options, rv, env, timeout);
-  join(*store, options.group_name, rv, timeout);
+  const bool own_store = !options.store && !launcher_hosts_store(rv, env) &&
+                         !env("LOCKSTEP_RESTART_COUNT") && !rv.master_addr.empty();
+  join(*store, options.group_name, rv, timeout, own_store);
   GroupConfig config{.name = options.group_name,
                      .rank = rv.rank,
                      .size = rv.world_size,

@@ -12,6 +12,7 @@
 #include "lockstep/store/tcp_store.h"
 #include "net/bind.h"
 #include "net/socket.h"
+#include "store/refusals.h"
 
 namespace lockstep::launcher {
 namespace {
@@ -101,6 +102,13 @@ void NodeSync::connect() {
 
 void NodeSync::check_signals() { throw_if_interrupted(signals_); }
 
+std::vector<int> NodeSync::missing_nodes(const std::vector<std::string>& keys) {
+  std::vector<int> missing;
+  for (int r = 0; r < options_.nnodes; ++r)
+    if (!store_->check({keys[static_cast<size_t>(r)]})) missing.push_back(r);
+  return missing;
+}
+
 bool NodeSync::wait_keys(const std::vector<std::string>& keys, Deadline deadline) {
   return launcher::wait_keys(*store_, signals_, keys, deadline);
 }
@@ -137,10 +145,26 @@ WorldLayout NodeSync::join(int previous) {
   std::vector<std::string> keys;
   for (int r = 0; r < options_.nnodes; ++r)
     keys.push_back(key(attempt, "node/" + std::to_string(r)));
-  if (!wait_keys(keys, Deadline::after(options_.rdzv_timeout))) {
-    std::vector<int> missing;
-    for (int r = 0; r < options_.nnodes; ++r)
-      if (!store_->check({keys[r]})) missing.push_back(r);
+  // A node turned away by node 0's store (another secret, or none) is named kRefusalGrace after
+  // (src/store/refusals.h); the first attempt's store is this job's alone, so it counts every
+  // refusal the store holds.
+  RefusalWatch refusals(*store_, /*count_earlier=*/attempt == 0);
+  const Deadline deadline = Deadline::after(options_.rdzv_timeout);
+  bool all_there = false;
+  while (!(all_there = wait_keys(keys, Deadline::after(std::min(kRefusalPoll,
+                                                                deadline.remaining()))))) {
+    if (auto refused = refusals.overdue()) {
+      throw ConfigError(detail::concat(
+          "rendezvous of attempt ", attempt, ": node rank(s) ", join_ints(missing_nodes(keys)),
+          " of ", options_.nnodes, " have not arrived, and node 0's store (",
+          options_.master_addr, ":", store_port(), ") turned a process away (", *refused, ") ",
+          kRefusalGrace.count() / 1000.0, " s ago: was a missing node started with another "
+          "--secret-file (or LOCKSTEP_SECRET), or without one? Give every node the same secret"));
+    }
+    if (deadline.expired()) break;
+  }
+  if (!all_there) {
+    const std::vector<int> missing = missing_nodes(keys);
     throw TimeoutError(detail::concat(
         "rendezvous of attempt ", attempt, " timed out after ",
         options_.rdzv_timeout.count() / 1000.0, " s: node rank(s) ", join_ints(missing), " of ",

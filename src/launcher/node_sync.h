@@ -66,6 +66,8 @@ class NodeSync : public Rendezvous {
  private:
   void connect();
   bool wait_keys(const std::vector<std::string>& keys, Deadline deadline);
+  // The node ranks whose key of `keys` (one per node) is not in the store yet.
+  std::vector<int> missing_nodes(const std::vector<std::string>& keys);
   void check_signals();
 
   const LaunchOptions& options_;

@@ -33,4 +33,26 @@ Refusals read_refusals(Store& store) {
   return r;
 }
 
+RefusalWatch::RefusalWatch(Store& store, bool count_earlier, std::chrono::milliseconds grace)
+    : store_(store), grace_(grace) {
+  if (count_earlier) return;
+  try {
+    seen_ = read_refusals(store_).count;
+  } catch (const std::exception&) {
+  }
+}
+
+std::optional<std::string> RefusalWatch::overdue() {
+  Refusals now;
+  try {
+    now = read_refusals(store_);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const auto t = std::chrono::steady_clock::now();
+  if (now.count > seen_ && !first_) first_ = t;
+  if (!first_ || t - *first_ < grace_) return std::nullopt;
+  return now.last;
+}
+
 }  // namespace lockstep

@@ -96,6 +96,15 @@ void ServerConnection::on_readable(std::span<char> scratch, const RequestFn& on_
       continue;
     }
     if (r == 0) {
+      if (!handshaken() && !handshake_.reading_hello()) {
+        // It had the server's hello and sent no proof: the client refused the server.
+        turned_away_ = true;
+        return mark_dead(secret_.empty()
+                             ? "it left after the store's hello: it has a secret (LOCKSTEP_SECRET "
+                               "or LOCKSTEP_SECRET_FILE) and this store has none"
+                             : "it left after the store's hello: it does not know this store's "
+                               "secret (another LOCKSTEP_SECRET or LOCKSTEP_SECRET_FILE, or none)");
+      }
       bool mid = !handshaken() || parser_.mid_message();
       return mark_dead(mid ? "closed by the client in the middle of a message"
                            : "closed by the client");
@@ -113,6 +122,7 @@ void ServerConnection::check_handshake(const char** p, const char* end) {
       case Result::need_more:
         return;
       case Result::bad_prefix:
+        turned_away_ = true;
         return mark_dead(
             "bad handshake: not a lockstep store client, or one speaking another protocol "
             "version");
@@ -128,9 +138,10 @@ void ServerConnection::check_handshake(const char** p, const char* end) {
       case Result::proof:
         if (!secret_.empty() && !auth::check(secret_, auth::Role::client, server_nonce_,
                                              handshake_.client_nonce(), handshake_.proof())) {
-          failed_auth_ = true;
+          turned_away_ = true;
           return mark_dead(
-              "refused: it does not know the job's secret (wrong or missing LOCKSTEP_SECRET)");
+              "refused: it does not know the job's secret (another LOCKSTEP_SECRET or "
+              "LOCKSTEP_SECRET_FILE)");
         }
         proof_accepted_ = true;
         break;

@@ -54,8 +54,10 @@ class ServerConnection {
   // Dropped for something a client of the job should never do (a malformed or oversized
   // request after a good handshake): worth a warning, where a port scanner's drop is not.
   bool refused() const { return refused_; }
-  // Dropped because its proof failed: it does not know the job's secret (src/store/refusals.h).
-  bool failed_auth() const { return failed_auth_; }
+  // Turned away at the handshake (src/store/refusals.h): its proof failed (another secret), it
+  // left after the server's hello (it has no secret where the server has one, or the other way
+  // round: the client refused the server), or its hello is not a lockstep store client's.
+  bool turned_away() const { return turned_away_; }
   int fd() const { return fd_.get(); }
   uint64_t id() const { return id_; }
   const std::string& peer() const { return peer_; }
@@ -94,7 +96,7 @@ class ServerConnection {
   size_t sent_ = 0;
   std::string reason_;
   bool refused_ = false;
-  bool failed_auth_ = false;
+  bool turned_away_ = false;
 };
 
 }  // namespace lockstep::store_detail

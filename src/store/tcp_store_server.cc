@@ -224,7 +224,7 @@ void TcpStoreServer::Impl::serve(ServerConnection& c, uint32_t events) {
   conns.update(c);
 }
 
-// Counts a connection refused for its proof in the store itself, for `lockstep doctor`
+// Counts a connection turned away at the handshake in the store itself, for `lockstep doctor`
 // (src/store/refusals.h). Requests of no connection: their replies go nowhere.
 void TcpStoreServer::Impl::note_refusal(const std::string& text) {
   using store_proto::Command;
@@ -241,7 +241,7 @@ void TcpStoreServer::Impl::drop_dead() {
         "store server on port ", port, ": dropped connection from ", c.peer(), ": ", c.reason());
     log_line(c.refused() ? LogLevel::warning : LogLevel::info, text);
     service.forget(c.id());
-    if (c.failed_auth()) note_refusal(text);
+    if (c.turned_away()) note_refusal(text);
   });
 }
 

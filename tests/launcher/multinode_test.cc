@@ -5,6 +5,8 @@
 
 #include <signal.h>
 
+#include <algorithm>
+#include <chrono>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -105,6 +107,32 @@ TEST(LauncherMultiNode, NodesThatNeverArriveAreNamed) {
   EXPECT_GE(r.seconds, 1.0);
   EXPECT_LT(r.seconds, 8.0);
   EXPECT_FALSE(file_exists(dir.file("started"))) << "no rank may start without the whole world";
+}
+
+// Node 1 started with another secret: node 0 names it (its address and the reason) within the
+// refusal grace (src/store/refusals.h), not at --rdzv-timeout.
+TEST(LauncherMultiNode, ANodeWithAnotherSecretIsNamedByNodeZero) {
+  const int port = free_port();
+  std::vector<std::string> args = node_args(0, port, {"/bin/sh", "-c", "echo RANK-RAN"});
+  args[std::find(args.begin(), args.end(), "--rdzv-timeout") - args.begin() + 1] = "60";
+  std::vector<std::string> args1 = args;
+  args1[3] = "1";  // --node-rank 1
+  const auto start = std::chrono::steady_clock::now();
+  Child node0(lockstep_run(args), {{"LOCKSTEP_SECRET", "secret-a"}});
+  Child node1(lockstep_run(args1), {{"LOCKSTEP_SECRET", "secret-b"}});
+  const ProcessResult r0 = node0.wait(std::chrono::seconds(90));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const ProcessResult r1 = node1.wait(std::chrono::seconds(30));
+  EXPECT_EQ(r0.exit_code, 1) << r0.output;
+  for (const char* part : {"node rank(s) 1 of 2 have not arrived", "turned a process away",
+                           "dropped connection from 127.0.0.1:", "does not know this store's secret",
+                           "--secret-file"})
+    EXPECT_NE(r0.output.find(part), std::string::npos) << part << "\n" << r0.output;
+  EXPECT_LT(took, 15.0) << "node 0 waited for --rdzv-timeout:\n" << r0.output;
+  EXPECT_NE(r1.exit_code, 0) << r1.output;
+  EXPECT_NE(r1.output.find("secret differs"), std::string::npos) << r1.output;
+  EXPECT_EQ(count_of(r0.output + r1.output, "RANK-RAN"), 0u) << "no rank may start";
 }
 
 TEST(LauncherMultiNode, NodeWithoutNodeZeroNamesTheStoreAddress) {
