@@ -150,7 +150,9 @@ class SocketChannel final : public Channel {
   uint64_t group_hash_ = 0;
   std::unique_ptr<Peer[]> peers_;
   bool closed_ = false;
-  bool leaving_ = false;  // closing() was called: a peer that refuses connections has left
+  // closing() was called (by the closing thread; connect() reads it on the engine thread): a
+  // peer that refuses connections has left.
+  std::atomic<bool> leaving_{false};
 
   std::mutex mu_;             // guards what sleep() reads: the fields marked above, and:
   net::Fd listener_;          // invalid after close()
