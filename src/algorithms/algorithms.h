@@ -80,6 +80,5 @@ void scatter_direct(Transport& t, const Op& op);
 void reduce_scatter_ring(Transport& t, Scratch& scratch, const Op& op, int average_divisor);
 void all_to_all_pairwise(Transport& t, Scratch& scratch, const Op& op);
 void barrier_dissemination(Transport& t, const Op& op);
-void send_recv_direct(Transport& t, const Op& op);
 
 }  // namespace lockstep

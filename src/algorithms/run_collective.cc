@@ -1,11 +1,12 @@
 // run_collective: picks the algorithm for an op and adapts the op to it: world size 1 and empty
-// ops need no messages; avg runs as sum and divides once; f16/bf16 sum, avg and prod accumulate
-// in f32 (widen into scratch, run the f32 algorithm, narrow back), so that n-1 roundings of 16-bit
-// partial sums never happen. min and max are exact in any width and run directly.
+// ops need no messages; a reduction follows its ReductionPlan (src/comm/reduction_plan.h): avg
+// runs as sum and divides once, and where the plan widens, the f32 algorithm runs on a widened
+// copy in scratch and the result is narrowed back.
 #include <cstring>
 #include <numeric>
 
 #include "algorithms/algorithms.h"
+#include "comm/reduction_plan.h"
 #include "comm/validate.h"
 #include "core/reduce.h"
 #include "lockstep/core/error.h"
@@ -13,14 +14,6 @@
 namespace lockstep {
 
 namespace {
-
-bool is_16bit(DType t) {
-  return t == DType::f16 || t == DType::bf16;
-}
-bool needs_widening(const Op& op) {
-  return is_16bit(op.dtype) && (op.reduce_op == ReduceOp::sum || op.reduce_op == ReduceOp::avg ||
-                                op.reduce_op == ReduceOp::prod);
-}
 
 size_t total(const std::vector<size_t>& counts) {
   return std::accumulate(counts.begin(), counts.end(), size_t{0});
@@ -69,12 +62,13 @@ void reduce(Transport& t, Scratch& s, const Op& op, int divisor) {
   if (divisor > 0 && t.rank() == op.root) finish_average(op.output, op.count, op.dtype, divisor);
 }
 
-// all_reduce, reduce and reduce_scatter with avg as sum and 16-bit arithmetic in f32.
+// all_reduce, reduce and reduce_scatter, as their ReductionPlan says.
 void run_reduction(Transport& t, Scratch& s, const Op& op) {
+  const ReductionPlan plan = plan_reduction(op.dtype, op.reduce_op, t.size());
   Op w = op;
-  int divisor = op.reduce_op == ReduceOp::avg ? t.size() : 0;
-  if (divisor > 0) w.reduce_op = ReduceOp::sum;
-  const bool widen = needs_widening(op);
+  w.reduce_op = plan.combine;
+  const int divisor = plan.divisor;
+  const bool widen = plan.widen;
   size_t in_count = op.kind == OpKind::reduce_scatter ? total(op.counts) : op.count;
   size_t out_count =
       op.kind == OpKind::reduce_scatter ? op.counts[static_cast<size_t>(t.rank())] : op.count;
@@ -147,7 +141,7 @@ void run_collective(Transport& t, Scratch& s, const Op& op) {
       return barrier_dissemination(t, op);
     case OpKind::send:
     case OpKind::recv:
-      return send_recv_direct(t, op);
+      reject_p2p(op, "the tcp transport");
   }
 }
 

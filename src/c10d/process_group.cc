@@ -70,7 +70,7 @@ ProcessGroupLockstep::ProcessGroupLockstep(const c10::intrusive_ptr<::c10d::Stor
                                            const std::string& group_id,
                                            const std::vector<int64_t>& global_ranks)
     : ::c10d::Backend(rank, size) {
-  if (std::getenv("LOCKSTEP_TIMEOUT")) timeout = settings().timeout;
+  if (live_setting(LiveSetting::timeout)) timeout = settings().timeout;
   GroupConfig config{.name = global_ranks.empty() ? "default" : "torch" + group_id,
                      .rank = rank,
                      .size = size,

@@ -39,9 +39,11 @@ void check_settings(Report& report) {
   try {
     const Settings s =
         parse_settings([](const char* name) -> const char* { return std::getenv(name); });
-    const char* debug = std::getenv("LOCKSTEP_DEBUG");  // valid: parse_settings accepted it
+    const char* debug = s.debug == DebugLevel::detail ? "DETAIL"
+                        : s.debug == DebugLevel::info ? "INFO"
+                                                      : "OFF";
     report.ok("settings", concat("LOCKSTEP_TIMEOUT ", s.timeout.count() / 1000.0,
-                                 " s, LOCKSTEP_DEBUG ", debug && *debug ? debug : "OFF"));
+                                 " s, LOCKSTEP_DEBUG ", debug));
   } catch (const ConfigError& e) {
     report.problem("settings", e.what(),
                    "correct the value, or unset the variable for its default "

@@ -13,15 +13,25 @@
 #include "cli/doctor_verdicts.h"
 #include "lockstep/core/error.h"
 #include "lockstep/store/tcp_store.h"
+#include "lockstep/core/settings.h"
 
 namespace lockstep::cli::doctor {
 namespace {
 
 using detail::concat;
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
+std::string setting_or(LiveSetting setting, const std::string& fallback) {
+  return live_setting(setting).value_or(fallback);
+}
+
+// LOCKSTEP_SOCKET_ADDR as the job's ranks read it ("" when a setting is malformed: check_settings
+// reports that).
+std::string advertised_address() {
+  try {
+    return settings().socket_addr;
+  } catch (const ConfigError&) {
+    return "";
+  }
 }
 
 std::string how_to_run(int nodes) {
@@ -42,8 +52,8 @@ std::function<void()> check_nodes(const Job& job, std::chrono::milliseconds prob
                                      job.nodes - 1, " node(s)"));
     return nothing;
   }
-  const char* store_port = std::getenv("LOCKSTEP_STORE_PORT");
-  const bool launcher_store = store_port && *store_port;
+  const std::optional<std::string> store_port = live_setting(LiveSetting::store_port);
+  const bool launcher_store = store_port.has_value();
   const EnvRendezvous& rv = job.rendezvous;
   if (!launcher_store && (!peers || rv.master_addr.empty() || rv.master_port == 0)) {
     report.note("reachability",
@@ -56,8 +66,8 @@ std::function<void()> check_nodes(const Job& job, std::chrono::milliseconds prob
     return nothing;
   }
   const std::string host =
-      launcher_store ? env_or("LOCKSTEP_STORE_ADDR", rv.master_addr) : rv.master_addr;
-  const int port = launcher_store ? std::atoi(store_port) : rv.master_port;
+      launcher_store ? setting_or(LiveSetting::store_addr, rv.master_addr) : rv.master_addr;
+  const int port = launcher_store ? std::atoi(store_port->c_str()) : rv.master_port;
   const bool host_it = !launcher_store && rv.rank == 0;
   std::shared_ptr<TcpStore> store;  // kept (this process may host it) until the report is out
   try {
@@ -79,12 +89,12 @@ std::function<void()> check_nodes(const Job& job, std::chrono::milliseconds prob
     return nothing;
   }
   PeerOptions o;
-  o.prefix = launcher_store ? concat("lockstep/doctor/", env_or("LOCKSTEP_RUN_ID", "run"), "/",
-                                     env_or("LOCKSTEP_ATTEMPT", "0"), "/")
+  o.prefix = launcher_store ? concat("lockstep/doctor/", setting_or(LiveSetting::run_id, "run"), "/",
+                                     setting_or(LiveSetting::attempt, "0"), "/")
                             : std::string("lockstep/doctor/");
   o.nodes = job.nodes;
   o.node_rank = job.node_rank;
-  o.advertised = env_or("LOCKSTEP_SOCKET_ADDR", "");
+  o.advertised = advertised_address();
   o.advertised_by_setting = !o.advertised.empty();
   if (o.advertised.empty()) o.advertised = store->local_address();
   o.master_is_loopback = names_this_machine_only(rv.master_addr);

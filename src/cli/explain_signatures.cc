@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "lockstep/core/error.h"
+#include "lockstep/core/settings.h"
 
 // Where the installed data directory is, relative to the installed executable (set by CMake from
 // CMAKE_INSTALL_BINDIR and CMAKE_INSTALL_DATADIR).
@@ -22,7 +23,6 @@ namespace fs = std::filesystem;
 using detail::concat;
 
 constexpr const char* kFileName = "explain_signatures.txt";
-constexpr const char* kOverrideVariable = "LOCKSTEP_EXPLAIN_SIGNATURES";
 
 std::string trim(std::string_view s) {
   size_t b = s.find_first_not_of(" \t\r");
@@ -283,7 +283,7 @@ SignatureSet load_signatures(const std::string& path) {
 
 std::string find_signatures_file(const std::string& override_path) {
   if (!override_path.empty()) return override_path;
-  if (const char* v = std::getenv(kOverrideVariable); v && *v) return v;
+  if (auto v = live_setting(LiveSetting::explain_signatures)) return *v;
   const std::string dir = executable_directory();
   std::vector<fs::path> candidates;
   if (!dir.empty()) {
@@ -297,7 +297,7 @@ std::string find_signatures_file(const std::string& override_path) {
     tried += "\n  " + c.lexically_normal().string();
   }
   throw ConfigError(concat("cannot find ", kFileName, "; looked in:", tried,
-                           "\nInstall lockstep (cmake --install), or point ", kOverrideVariable,
+                           "\nInstall lockstep (cmake --install), or point ", setting_name(LiveSetting::explain_signatures),
                            " (or --signatures) at the file (data/", kFileName,
                            " in the source tree)"));
 }

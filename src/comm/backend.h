@@ -90,9 +90,11 @@ class BackendBase : public Backend {
   // store note). Called once. Must not throw.
   virtual void tell_peers(ErrorClass error_class, const std::string& reason) = 0;
 
-  // Runs body() for op, as described above.
+  // Runs body() for op, as described above. A send or recv on a backend that does not fuse p2p
+  // is refused first (reject_p2p), without failing the group.
   template <class Body>
   void guarded(const Op& op, Body&& body) {
+    if (is_p2p(op.kind) && !fuses_p2p(op)) reject_p2p(op, name_);
     failure_.throw_if_happened(op);
     try {
       body();

@@ -70,7 +70,7 @@ std::string Op::name() const {
   if (variable) n += "_v";
   n += " #" + std::to_string(seq);
   if (kind == OpKind::send) n += " to rank " + std::to_string(peer);
-  if (kind == OpKind::recv) n += " from rank " + std::to_string(peer);
+  if (kind == OpKind::recv) n += peer < 0 ? " from any rank" : " from rank " + std::to_string(peer);
   return n;
 }
 
@@ -90,6 +90,12 @@ std::string Op::describe() const {
   const bool p2p = kind == OpKind::send || kind == OpKind::recv;
   d += ", " + std::to_string(p2p ? count * element_size(dtype) : agreed_bytes()) + " bytes)";
   return d;
+}
+
+void reject_p2p(const Op& op, std::string_view where) {
+  throw InvalidArgument(detail::concat(op.name(), ": ", where,
+                                       " runs collectives only; send and recv go through the "
+                                       "group's point-to-point engine"));
 }
 
 }  // namespace lockstep

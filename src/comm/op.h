@@ -20,6 +20,9 @@ enum class OpKind : uint8_t {
   barrier, send, recv
 };
 std::string_view op_kind_name(OpKind kind);
+inline bool is_p2p(OpKind kind) {
+  return kind == OpKind::send || kind == OpKind::recv;
+}
 
 // Collectives that a layer runs beside an op under the op's number (the LOCKSTEP_DEBUG=DETAIL
 // fingerprint exchange) carry this tag; user collectives carry 0. Checks that compare the kinds
@@ -80,5 +83,10 @@ struct Op {
   // "all_reduce #12 (f32 x 1000, sum)".
   std::string describe() const;
 };
+
+// A send or recv reached a backend's run(): only backends that fuse p2p (Backend::fuses_p2p,
+// nccl) run them there; the group hands every other one to its p2p engine (src/p2p/engine.h).
+// Throws InvalidArgument naming the op and `where` (the backend or transport).
+[[noreturn]] void reject_p2p(const Op& op, std::string_view where);
 
 }  // namespace lockstep

@@ -78,4 +78,26 @@ const Settings& settings() {
   return s;
 }
 
+const char* setting_name(LiveSetting setting) {
+  switch (setting) {
+    case LiveSetting::secret: return "LOCKSTEP_SECRET";
+    case LiveSetting::secret_file: return "LOCKSTEP_SECRET_FILE";
+    case LiveSetting::host_id: return "LOCKSTEP_HOST_ID";
+    case LiveSetting::python: return "LOCKSTEP_PYTHON";
+    case LiveSetting::explain_signatures: return "LOCKSTEP_EXPLAIN_SIGNATURES";
+    case LiveSetting::store_addr: return "LOCKSTEP_STORE_ADDR";
+    case LiveSetting::store_port: return "LOCKSTEP_STORE_PORT";
+    case LiveSetting::run_id: return "LOCKSTEP_RUN_ID";
+    case LiveSetting::attempt: return "LOCKSTEP_ATTEMPT";
+    case LiveSetting::timeout: return "LOCKSTEP_TIMEOUT";
+  }
+  return "";
+}
+
+std::optional<std::string> live_setting(LiveSetting setting) {
+  const char* v = std::getenv(setting_name(setting));
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
 }  // namespace lockstep

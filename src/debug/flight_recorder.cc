@@ -23,9 +23,6 @@ bool rooted(OpKind kind) {
          kind == OpKind::scatter;
 }
 
-bool is_p2p(OpKind kind) {
-  return kind == OpKind::send || kind == OpKind::recv;
-}
 
 // The clock as of the last timer tick (a few ns to read, against about 25 for the precise one on
 // a VM): good enough for when an op was queued, and never later than a precise reading after it.
@@ -109,7 +106,8 @@ FlightRecorder::Slot& FlightRecorder::slot(uint64_t id) const {
   return slots_[id % capacity_];
 }
 
-uint64_t FlightRecorder::on_queued(const Op& op) {
+uint64_t FlightRecorder::record(const Op& op, OpState state, int64_t enqueued_us,
+                                int64_t started_us) {
   uint64_t id = next_id_.load(std::memory_order_relaxed);
   Slot& s = slot(id);
   s.id.store(kWriting, std::memory_order_relaxed);
@@ -119,32 +117,46 @@ uint64_t FlightRecorder::on_queued(const Op& op) {
   s.root.store(rooted(op.kind) ? op.root : -1, std::memory_order_relaxed);
   s.peer.store(op.peer, std::memory_order_relaxed);
   s.count.store(elements(op), std::memory_order_relaxed);
-  s.state.store(static_cast<uint8_t>(OpState::queued), std::memory_order_relaxed);
-  s.enqueued_us.store(coarse_now_us(), std::memory_order_relaxed);
-  s.started_us.store(0, std::memory_order_relaxed);
+  s.state.store(static_cast<uint8_t>(state), std::memory_order_relaxed);
+  s.enqueued_us.store(enqueued_us, std::memory_order_relaxed);
+  s.started_us.store(started_us, std::memory_order_relaxed);
   s.ended_us.store(0, std::memory_order_relaxed);
   s.id.store(id, std::memory_order_release);
   next_id_.store(id + 1, std::memory_order_relaxed);
+  return id;
+}
+
+uint64_t FlightRecorder::on_queued(const Op& op) {
+  const uint64_t id = record(op, OpState::queued, coarse_now_us(), 0);
   if (!is_p2p(op.kind)) entered_.store(op.seq + 1, std::memory_order_relaxed);
   return id;
 }
 
-void FlightRecorder::set_state(const Op& op, OpState state, bool start) {
-  Slot& s = slot(op.record_id);
+uint64_t FlightRecorder::on_p2p_posted(const Op& op) {
+  const int64_t now = now_us();
+  return record(op, OpState::started, now, now);
+}
+
+void FlightRecorder::on_p2p_ended(uint64_t id, bool ok) {
+  set_state(id, ok ? OpState::completed : OpState::failed, false);
+}
+
+void FlightRecorder::set_state(uint64_t id, OpState state, bool start) {
+  Slot& s = slot(id);
   // More than capacity() ops queued behind this one have overwritten its slot: nothing to update.
-  if (s.id.load(std::memory_order_acquire) != op.record_id) return;
+  if (s.id.load(std::memory_order_acquire) != id) return;
   (start ? s.started_us : s.ended_us).store(now_us(), std::memory_order_relaxed);
   s.state.store(static_cast<uint8_t>(state), std::memory_order_release);
 }
 
 void FlightRecorder::on_started(const Op& op) {
-  set_state(op, OpState::started, true);
+  set_state(op.record_id, OpState::started, true);
   running_.store(op.record_id, std::memory_order_release);
   if (!is_p2p(op.kind)) started_.store(op.seq + 1, std::memory_order_relaxed);
 }
 
 void FlightRecorder::on_ended(const Op& op, bool ok) {
-  set_state(op, ok ? OpState::completed : OpState::failed, false);
+  set_state(op.record_id, ok ? OpState::completed : OpState::failed, false);
   running_.store(kNone, std::memory_order_release);
   if (ok && !is_p2p(op.kind)) completed_.store(op.seq + 1, std::memory_order_relaxed);
 }

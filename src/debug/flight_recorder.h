@@ -7,9 +7,11 @@
 // precise one when started and ended. Strings are made only by snapshot(), which the watchdog and
 // the dump call, never the op path.
 //
-// Thread-safety: on_queued is called by the issuing thread (under the group's issue lock, so one
-// at a time); on_started/on_ended by whichever thread runs the op (one at a time, in issue order).
-// snapshot(), running() and progress() may be called from any thread at any time.
+// Thread-safety: on_queued and on_p2p_posted are called by the issuing thread (under the group's
+// issue lock, so one at a time); on_started/on_ended by whichever thread runs the op (one at a
+// time, in issue order); on_p2p_ended by the p2p engine, beside them (the engine's sends and recvs
+// are never running(): that is the queue's op). snapshot(), running() and progress() may be
+// called from any thread at any time.
 #pragma once
 
 #include <atomic>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "comm/op.h"
+#include "comm/op_journal.h"
 
 namespace lockstep::debug {
 
@@ -62,11 +65,11 @@ struct Progress {
 // Microseconds since the Unix epoch.
 int64_t now_us();
 
-class FlightRecorder {
+class FlightRecorder final : public OpJournal {
  public:
   // Keeps the last `capacity` ops (at least 1).
   explicit FlightRecorder(size_t capacity);
-  ~FlightRecorder();
+  ~FlightRecorder() override;
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
@@ -74,6 +77,9 @@ class FlightRecorder {
   uint64_t on_queued(const Op& op);
   void on_started(const Op& op);
   void on_ended(const Op& op, bool ok);
+  // OpJournal: the p2p engine's sends and recvs.
+  uint64_t on_p2p_posted(const Op& op) override;
+  void on_p2p_ended(uint64_t id, bool ok) override;
 
   // The ops still in the ring, oldest first.
   std::vector<OpRecord> snapshot() const;
@@ -90,7 +96,9 @@ class FlightRecorder {
   struct Slot;
   Slot& slot(uint64_t id) const;
   std::optional<OpRecord> read(const Slot& s) const;
-  void set_state(const Op& op, OpState state, bool start);
+  // Fills the next slot with op in `state`; returns its id.
+  uint64_t record(const Op& op, OpState state, int64_t enqueued_us, int64_t started_us);
+  void set_state(uint64_t id, OpState state, bool start);
 
   size_t capacity_;
   std::unique_ptr<Slot[]> slots_;

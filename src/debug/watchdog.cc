@@ -37,9 +37,6 @@ milliseconds tick_interval(milliseconds stall, milliseconds timeout) {
   return std::clamp(std::min(stall / 4, timeout / 10), milliseconds(10), milliseconds(1'000));
 }
 
-bool is_p2p(OpKind kind) {
-  return kind == OpKind::send || kind == OpKind::recv;
-}
 
 }  // namespace
 

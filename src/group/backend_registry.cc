@@ -1,5 +1,8 @@
-// create_backend: resolves a backend name to an engine. Each backend folder contributes one
-// factory; "auto" picks the best one for where the ranks are.
+// create_backend: resolves a backend name to an engine, and create_p2p_channel to the byte streams
+// of its group's p2p engine. Each backend folder contributes one entry of each; "auto" picks the
+// best backend for where the ranks are.
+#include <span>
+
 #include "backends/hier/backend.h"
 #include "backends/hier/hosts.h"
 #include "backends/shm/backend.h"
@@ -8,20 +11,32 @@
 #include "group/backend_registry.h"
 #include "group/optional_backends.h"
 #include "lockstep/core/error.h"
+#include "p2p/shm_channel.h"
+#include "p2p/socket_channel.h"
 
 namespace lockstep {
 
 namespace {
 
+using ChannelFactory = std::unique_ptr<p2p::Channel> (*)(const GroupConfig&);
+
 struct BackendEntry {
   const char* name;
   std::unique_ptr<Backend> (*make)(const GroupConfig&);
+  // The byte streams under the group's p2p engine; null where the backend moves its own sends
+  // and recvs (Backend::fuses_p2p: nccl), or where the program lacks the component.
+  ChannelFactory make_channel;
 };
 
+template <class C>
+std::unique_ptr<p2p::Channel> make_channel(const GroupConfig& config) {
+  return std::make_unique<C>(config);
+}
+
 constexpr BackendEntry kBackends[] = {
-    {"tcp", tcp::make_tcp_backend},
-    {"shm", make_shm_backend},
-    {"hier", make_hier_backend},
+    {"tcp", tcp::make_tcp_backend, make_channel<p2p::SocketChannel>},
+    {"shm", make_shm_backend, make_channel<p2p::ShmChannel>},
+    {"hier", make_hier_backend, make_channel<p2p::SocketChannel>},
 };
 
 // Backends that need one process per rank under mpirun: named explicitly, never chosen by auto,
@@ -29,8 +44,8 @@ constexpr BackendEntry kBackends[] = {
 // needs CUDA buffers and a GPU per rank (auto uses it for CUDA buffers, docs/nccl.md). Both are
 // optional components (group/optional_backends.h): make is null where the program lacks one.
 const BackendEntry kProcessBackends[] = {
-    {"mpi", make_mpi_backend},
-    {"nccl", make_nccl_backend},
+    {"mpi", make_mpi_backend, make_mpi_p2p_channel},
+    {"nccl", make_nccl_backend, nullptr},
 };
 
 std::string known_names() {
@@ -94,6 +109,15 @@ std::unique_ptr<Backend> create_backend(const GroupConfig& config) {
   }
   throw ConfigError(detail::concat("unknown backend '", config.backend,
                                    "'; available: ", known_names()));
+}
+
+std::unique_ptr<p2p::Channel> create_p2p_channel(const GroupConfig& config,
+                                                 const std::string& backend) {
+  for (std::span<const BackendEntry> table : {std::span<const BackendEntry>(kBackends),
+                                               std::span<const BackendEntry>(kProcessBackends)})
+    for (const BackendEntry& b : table)
+      if (backend == b.name) return b.make_channel ? b.make_channel(config) : nullptr;
+  return nullptr;
 }
 
 }  // namespace lockstep

@@ -1,6 +1,9 @@
-// ProcessGroup's point-to-point calls: checked and numbered on the caller's thread, then handed
-// to the group's p2p engine (src/p2p/engine.h), which progresses them on its own. Backends
-// without a p2p channel (nccl) run sends and recvs through the progress queue instead.
+// ProcessGroup's point-to-point calls. Each becomes an Op (src/comm/op.h) and goes through the
+// group's one front door, Impl::enqueue_p2p: numbered per pair and direction, given its deadline
+// and its flight-recorder entry on the caller's thread, then handed to the group's p2p engine
+// (src/p2p/engine.h), which progresses it on its own. Backends without a p2p channel (nccl), and
+// CUDA buffers under auto, run sends and recvs through the progress queue instead, where the
+// recorder sees them like collectives.
 #include <exception>
 #include <span>
 #include <vector>
@@ -8,20 +11,63 @@
 #include "comm/validate.h"
 #include "core/coarse_clock.h"
 #include "core/log.h"
-#include "group/p2p_channels.h"
+#include "group/backend_registry.h"
 #include "group/process_group_impl.h"
 #include "lockstep/core/error.h"
 #include "lockstep/group/process_group.h"
 
 namespace lockstep {
 
+namespace {
+
+// The engine's form of an accepted send or recv (peer kAnySource for a recv from any rank).
+p2p::Request request_of(const Op& op) {
+  return {.is_send = op.kind == OpKind::send,
+          .peer = op.peer,
+          .tag = op.tag,
+          .dtype = op.dtype,
+          .count = op.count,
+          .input = op.input,
+          .output = op.output,
+          .seq = op.seq,
+          .record_id = op.record_id};
+}
+
+Op op_of(const P2POp& p, int peer, const ConstBufferView& buffer) {
+  return {.kind = p.is_send ? OpKind::send : OpKind::recv,
+          .dtype = buffer.dtype,
+          .peer = peer,
+          .tag = p.tag,
+          .input = p.is_send ? p.input.data : nullptr,
+          .output = p.is_send ? nullptr : p.output.data,
+          .count = buffer.count,
+          .device = buffer.device};
+}
+
+// Whether a batch goes through the progress queue: every op on a CUDA buffer, or no engine at
+// all. A batch that mixes host and CUDA buffers is refused: its two halves would progress on
+// different paths, so the batch could not complete as one.
+bool batch_through_queue(std::span<const Op> ops, bool has_engine, int rank) {
+  size_t cuda = 0;
+  for (const Op& op : ops)
+    if (op.device.is_cuda()) ++cuda;
+  LOCKSTEP_ENFORCE(cuda == 0 || cuda == ops.size(), InvalidArgument, "batch_isend_irecv: rank ",
+                   rank, " mixed ", cuda, " CUDA buffer(s) with ", ops.size() - cuda,
+                   " host buffer(s) in one batch; a batch runs on one path (nccl for CUDA "
+                   "buffers, the p2p engine for host ones), so split it into two batches");
+  return !has_engine || cuda > 0;
+}
+
+}  // namespace
+
 void ProcessGroup::Impl::start_p2p() {
   if (config.size < 2) return;
-  auto channel = make_p2p_channel(config, backend->name());
+  auto channel = create_p2p_channel(config, backend->name());
   if (!channel) return;
   channel->connect_all(Deadline::after(config.timeout));
   log_info("group '", config.name, "': point-to-point over a ", channel->kind(), " channel");
-  p2p = std::make_unique<p2p::Engine>(std::move(channel), config);
+  p2p = std::make_unique<p2p::Engine>(std::move(channel), config,
+                                      watchdog ? &watchdog->recorder() : nullptr);
 }
 
 void ProcessGroup::Impl::close_p2p(const std::string& failure) {
@@ -40,11 +86,6 @@ void ProcessGroup::Impl::close_p2p(const std::string& failure) {
   p2p.reset();
 }
 
-// On the cheap clock (every send and recv takes one): never early, at most kCoarseClockLag late.
-Deadline ProcessGroup::Impl::p2p_deadline(std::chrono::milliseconds timeout) const {
-  return Deadline(coarse_now() + kCoarseClockLag + (timeout.count() < 0 ? config.timeout : timeout));
-}
-
 ConstBufferView ProcessGroup::Impl::check_p2p(const P2POp& op, bool any_source) const {
   const char* what = op.is_send ? "send" : "recv";
   if (!any_source) {
@@ -58,49 +99,91 @@ ConstBufferView ProcessGroup::Impl::check_p2p(const P2POp& op, bool any_source) 
   return buffer;
 }
 
-p2p::Request ProcessGroup::Impl::p2p_request(const P2POp& op, bool any_source) {
-  const char* what = op.is_send ? "send" : "recv";
-  const ConstBufferView buffer = check_p2p(op, any_source);
-  LOCKSTEP_ENFORCE(!buffer.device.is_cuda() || buffer.count == 0, InvalidArgument, what,
-                   ": rank ", config.rank, " passed a ", device_name(buffer.device),
-                   " buffer, but backend ", backend->name(),
-                   " starts host-memory messages only here (send and recv take CUDA buffers one "
-                   "by one, through nccl under auto)");
-  p2p::Request r{.is_send = op.is_send,
-                 .peer = any_source ? p2p::kAnySource : op.peer,
-                 .tag = op.tag,
-                 .dtype = buffer.dtype,
-                 .count = buffer.count,
-                 .input = op.input.data,
-                 .output = op.output.data};
-  std::lock_guard<std::mutex> lock(issue_mu);
-  r.seq = any_source ? any_recv_seq++
-                     : (op.is_send ? send_seq : recv_seq)[static_cast<size_t>(op.peer)]++;
-  return r;
+WorkPtr ProcessGroup::Impl::enqueue_p2p(std::span<Op> ops, std::chrono::milliseconds timeout,
+                                        bool batch) {
+  const bool engine = p2p != nullptr && !batch_through_queue(ops, p2p != nullptr, config.rank);
+  for (const Op& op : ops) {
+    if (engine) continue;  // host memory: every backend's engine moves it
+    std::string problem = backend->device_problem(op.device);
+    LOCKSTEP_ENFORCE(problem.empty(), InvalidArgument,
+                     batch ? "batch_isend_irecv" : std::string(op_kind_name(op.kind)), ": rank ",
+                     config.rank, " passed a ", device_name(op.device), " buffer",
+                     batch ? detail::concat(" to ", op_kind_name(op.kind)) : "", ", but ", problem);
+  }
+  const auto number = [&](Op& op, std::vector<uint64_t>& sends, std::vector<uint64_t>& recvs,
+                          uint64_t& any) -> uint64_t& {
+    if (op.peer == p2p::kAnySource) return any;
+    return (op.kind == OpKind::send ? sends : recvs)[static_cast<size_t>(op.peer)];
+  };
+  std::unique_lock<std::mutex> lock(issue_mu);
+  if (!batch) {
+    // The fast path of one send or recv: numbered in place (a rejected op takes no number).
+    Op& op = ops[0];
+    uint64_t& next = number(op, send_seq, recv_seq, any_recv_seq);
+    op.seq = next;
+    if (!engine) {
+      backend->check(op);
+      backend->prepare(op);
+    }
+    ++next;
+  } else {
+    // Every op is checked under the number it would get before any takes one, so a rejected
+    // batch leaves the numbering as it was.
+    std::vector<uint64_t> next_send = send_seq, next_recv = recv_seq;
+    uint64_t next_any = any_recv_seq;
+    for (Op& op : ops) {
+      op.seq = number(op, next_send, next_recv, next_any)++;
+      if (!engine) {
+        backend->check(op);
+        backend->prepare(op);
+      }
+    }
+    send_seq = std::move(next_send);
+    recv_seq = std::move(next_recv);
+    any_recv_seq = next_any;
+  }
+  // "batch_isend_irecv #3 (send #0 to rank 1, recv #0 from rank 1)"; through the queue, only how
+  // many (nccl's batches can be long).
+  std::string description;
+  if (batch) {
+    std::string names;
+    for (const Op& op : ops) names += (names.empty() ? "" : ", ") + op.name();
+    description = detail::concat("batch_isend_irecv #", p2p_batches++, " (",
+                                 engine ? names : std::to_string(ops.size()) + " sends and recvs",
+                                 ")");
+  }
+  if (!engine) {
+    const Deadline deadline = Deadline::after(timeout.count() < 0 ? config.timeout : timeout);
+    for (Op& op : ops) op.deadline = deadline;
+    if (!batch) return queue->push(std::move(ops[0]));
+    std::vector<Op> group(std::make_move_iterator(ops.begin()), std::make_move_iterator(ops.end()));
+    return queue->push_group(std::move(group), std::move(description));
+  }
+  if (ops.empty()) return detail::WorkAccess::make_completed(std::move(description));
+  // On the cheap clock (every send and recv takes one): never early, at most kCoarseClockLag late.
+  const Deadline deadline(coarse_now() + kCoarseClockLag +
+                          (timeout.count() < 0 ? config.timeout : timeout));
+  if (watchdog)
+    for (Op& op : ops) op.record_id = watchdog->recorder().on_p2p_posted(op);
+  lock.unlock();
+  if (!batch) {
+    p2p::Request r = request_of(ops[0]);
+    return p2p->post(std::span(&r, 1), deadline, detail::Description::later<&p2p::describe>(r));
+  }
+  std::vector<p2p::Request> requests;
+  requests.reserve(ops.size());
+  for (const Op& op : ops) requests.push_back(request_of(op));
+  return p2p->post(requests, deadline, std::move(description));
 }
 
 WorkPtr ProcessGroup::send(ConstBufferView input, int dst, const P2POptions& o) {
-  if (!impl_->p2p || input.device.is_cuda()) {  // nccl moves CUDA buffers itself
-    impl_->check_p2p(P2POp::send(input, dst, o.tag), false);
-    return impl_->enqueue({.kind = OpKind::send, .dtype = input.dtype, .peer = dst, .tag = o.tag,
-                           .input = input.data, .count = input.count, .device = input.device},
-                          o.timeout);
-  }
-  p2p::Request r = impl_->p2p_request(P2POp::send(input, dst, o.tag), false);
-  return impl_->p2p->post(std::span(&r, 1), impl_->p2p_deadline(o.timeout),
-                          detail::Description::later<&p2p::describe>(r));
+  const P2POp p = P2POp::send(input, dst, o.tag);
+  return impl_->enqueue(op_of(p, dst, impl_->check_p2p(p, false)), o.timeout);
 }
 
 WorkPtr ProcessGroup::recv(BufferView output, int src, const P2POptions& o) {
-  if (!impl_->p2p || output.device.is_cuda()) {
-    impl_->check_p2p(P2POp::recv(output, src, o.tag), false);
-    return impl_->enqueue({.kind = OpKind::recv, .dtype = output.dtype, .peer = src, .tag = o.tag,
-                           .output = output.data, .count = output.count, .device = output.device},
-                          o.timeout);
-  }
-  p2p::Request r = impl_->p2p_request(P2POp::recv(output, src, o.tag), false);
-  return impl_->p2p->post(std::span(&r, 1), impl_->p2p_deadline(o.timeout),
-                          detail::Description::later<&p2p::describe>(r));
+  const P2POp p = P2POp::recv(output, src, o.tag);
+  return impl_->enqueue(op_of(p, src, impl_->check_p2p(p, false)), o.timeout);
 }
 
 WorkPtr ProcessGroup::isend(ConstBufferView input, int dst, const P2POptions& o) {
@@ -116,74 +199,24 @@ WorkPtr ProcessGroup::recv_any(BufferView output, const P2POptions& o) {
                    "' has one rank: there is no other rank to receive from");
   LOCKSTEP_ENFORCE(impl_->p2p != nullptr, InvalidArgument, "recv_any: backend ", backend_name(),
                    " cannot receive from any source; use recv with a source rank");
-  p2p::Request r = impl_->p2p_request(P2POp::recv(output, 0, o.tag), true);
-  return impl_->p2p->post(std::span(&r, 1), impl_->p2p_deadline(o.timeout),
-                          detail::Description::later<&p2p::describe>(r));
+  const P2POp p = P2POp::recv(output, 0, o.tag);
+  const ConstBufferView buffer = impl_->check_p2p(p, true);
+  LOCKSTEP_ENFORCE(!buffer.device.is_cuda() || buffer.count == 0, InvalidArgument,
+                   "recv: rank ", rank(), " passed a ", device_name(buffer.device),
+                   " buffer, but backend ", backend_name(),
+                   " starts host-memory messages only here (send and recv take CUDA buffers one "
+                   "by one, through nccl under auto)");
+  Op op = op_of(p, p2p::kAnySource, buffer);
+  op.device = Device{};  // an empty CUDA view moves nothing: the engine takes it
+  return impl_->enqueue(std::move(op), o.timeout);
 }
-
-namespace {
-
-// Whether batch_isend_irecv goes through the progress queue: every op on a CUDA buffer, or no
-// engine at all. A batch that mixes host and CUDA buffers is refused: its two halves would
-// progress on different paths, so the batch could not complete as one.
-bool batch_through_queue(std::span<const P2POp> ops, bool has_engine, int rank) {
-  size_t cuda = 0;
-  for (const P2POp& op : ops) {
-    const Device d = op.is_send ? op.input.device : op.output.device;
-    if (d.is_cuda()) ++cuda;
-  }
-  LOCKSTEP_ENFORCE(cuda == 0 || cuda == ops.size(), InvalidArgument, "batch_isend_irecv: rank ",
-                   rank, " mixed ", cuda, " CUDA buffer(s) with ", ops.size() - cuda,
-                   " host buffer(s) in one batch; a batch runs on one path (nccl for CUDA "
-                   "buffers, the p2p engine for host ones), so split it into two batches");
-  return !has_engine || cuda > 0;
-}
-
-}  // namespace
 
 WorkPtr ProcessGroup::batch_isend_irecv(std::span<const P2POp> ops,
                                         std::chrono::milliseconds timeout) {
-  if (!ops.empty() && batch_through_queue(ops, impl_->p2p != nullptr, rank())) {
-    std::vector<Op> queued;
-    for (const P2POp& op : ops) {
-      const ConstBufferView buffer = impl_->check_p2p(op, false);
-      Op o{.kind = op.is_send ? OpKind::send : OpKind::recv,
-           .dtype = buffer.dtype,
-           .peer = op.peer,
-           .tag = op.tag,
-           .input = op.is_send ? op.input.data : nullptr,
-           .output = op.is_send ? nullptr : op.output.data,
-           .count = buffer.count,
-           .device = buffer.device};
-      queued.push_back(std::move(o));
-    }
-    uint64_t index;
-    {
-      std::lock_guard<std::mutex> lock(impl_->issue_mu);
-      index = impl_->p2p_batches++;
-    }
-    std::string d = detail::concat("batch_isend_irecv #", index, " (", ops.size(),
-                                   " sends and recvs)");
-    return impl_->enqueue_p2p_group(std::move(queued), timeout, std::move(d));
-  }
-  std::vector<p2p::Request> requests;
-  std::string names;
-  for (const P2POp& op : ops) {
-    requests.push_back(impl_->p2p_request(op, false));
-    names += (names.empty() ? "" : ", ") + p2p::name_of(requests.back());
-  }
-  uint64_t index;
-  {
-    std::lock_guard<std::mutex> lock(impl_->issue_mu);
-    index = impl_->p2p_batches++;
-  }
-  std::string d = detail::concat("batch_isend_irecv #", index, " (", names, ")");
-  if (!impl_->p2p) {  // empty: nothing to do
-    auto [work, completion] = detail::WorkAccess::make(d);
-    detail::WorkAccess::complete(completion);
-    return work;
-  }
-  return impl_->p2p->post(requests, impl_->p2p_deadline(timeout), std::move(d));
+  std::vector<Op> batch;
+  batch.reserve(ops.size());
+  for (const P2POp& p : ops) batch.push_back(op_of(p, p.peer, impl_->check_p2p(p, false)));
+  return impl_->enqueue_p2p(batch, timeout, true);
 }
 
 }  // namespace lockstep

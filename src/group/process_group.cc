@@ -124,15 +124,14 @@ const std::vector<int>& ProcessGroup::global_ranks() const { return impl_->confi
 const GroupConfig& ProcessGroup::config() const { return impl_->config; }
 
 WorkPtr ProcessGroup::Impl::enqueue(Op op, std::chrono::milliseconds timeout) {
+  if (is_p2p(op.kind)) return enqueue_p2p(std::span(&op, 1), timeout, false);
   if (op.kind != OpKind::barrier) {  // a barrier has no buffers
     std::string problem = backend->device_problem(op.device);
     LOCKSTEP_ENFORCE(problem.empty(), InvalidArgument, op_kind_name(op.kind), ": rank ",
                      config.rank, " passed a ", device_name(op.device), " buffer, but ", problem);
   }
   std::lock_guard<std::mutex> lock(issue_mu);
-  uint64_t& next = op.kind == OpKind::send   ? send_seq[static_cast<size_t>(op.peer)]
-                   : op.kind == OpKind::recv ? recv_seq[static_cast<size_t>(op.peer)]
-                                             : seq;
+  uint64_t& next = seq;
   // Checked under the number it would get, which it only takes when the checks pass: a call
   // rejected here leaves the group's numbering, and so the group, as it was.
   op.seq = next;
@@ -143,32 +142,6 @@ WorkPtr ProcessGroup::Impl::enqueue(Op op, std::chrono::milliseconds timeout) {
   if (issue_order && debug::is_fingerprinted(op.kind)) op.prior_issues = issue_order->note();
   op.deadline = Deadline::after(timeout.count() < 0 ? config.timeout : timeout);
   return queue->push(std::move(op));
-}
-
-WorkPtr ProcessGroup::Impl::enqueue_p2p_group(std::vector<Op> ops,
-                                              std::chrono::milliseconds timeout,
-                                              std::string description) {
-  for (const Op& op : ops) {
-    std::string problem = backend->device_problem(op.device);
-    LOCKSTEP_ENFORCE(problem.empty(), InvalidArgument, "batch_isend_irecv: rank ", config.rank,
-                     " passed a ", device_name(op.device), " buffer to ", op_kind_name(op.kind),
-                     ", but ", problem);
-  }
-  std::lock_guard<std::mutex> lock(issue_mu);
-  // Every op is checked under the number it would get before any takes one, so a rejected batch
-  // leaves the numbering as it was.
-  std::vector<uint64_t> next_send = send_seq, next_recv = recv_seq;
-  for (Op& op : ops) {
-    uint64_t& next = (op.kind == OpKind::send ? next_send : next_recv)[static_cast<size_t>(op.peer)];
-    op.seq = next++;
-    backend->check(op);
-    backend->prepare(op);
-  }
-  send_seq = std::move(next_send);
-  recv_seq = std::move(next_recv);
-  const Deadline deadline = Deadline::after(timeout.count() < 0 ? config.timeout : timeout);
-  for (Op& op : ops) op.deadline = deadline;
-  return queue->push_group(std::move(ops), std::move(description));
 }
 
 WorkPtr ProcessGroup::broadcast(BufferView buffer, const BroadcastOptions& o) {

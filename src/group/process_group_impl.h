@@ -31,20 +31,22 @@ struct ProcessGroup::Impl {
   uint64_t allocations = 0;  // allocate calls so far (numbers them, the same on every rank)
   std::vector<uint64_t> send_seq, recv_seq;
   uint64_t any_recv_seq = 0;
-  uint64_t p2p_batches = 0;
+  uint64_t p2p_batches = 0;  // batch_isend_irecv calls so far (names them)
   // Sends and recvs, with progress of their own (src/p2p/engine.h); null for a backend that moves
   // its own (nccl), whose p2p ops go through the queue.
   std::unique_ptr<p2p::Engine> p2p;
 
   // Starts the watchdog (unless LOCKSTEP_FLIGHT_RECORDER_SIZE=0); returns the queue's hooks.
   QueueHooks start_watchdog();
-  // Checks op (the backend's check, on the caller's thread), numbers it (collective or per-pair
-  // p2p sequence), sets its deadline and queues it.
+  // The front door of every op: checks it (the backend's check, on the caller's thread), numbers
+  // it (the group's sequence, or per pair and direction for p2p), sets its deadline, gives it its
+  // flight-recorder entry and hands it on: a collective to the progress queue, a send or recv to
+  // enqueue_p2p.
   WorkPtr enqueue(Op op, std::chrono::milliseconds timeout);
-  // Checks, numbers and queues sends and recvs that run as one group (ProgressQueue::push_group:
-  // batch_isend_irecv through a backend without a p2p engine, or on CUDA buffers). One Work.
-  WorkPtr enqueue_p2p_group(std::vector<Op> ops, std::chrono::milliseconds timeout,
-                            std::string description);
+  // Sends and recvs (src/group/p2p.cc): to the p2p engine, or, without one or for CUDA buffers,
+  // to the progress queue. batch: ops is one batch_isend_irecv (one Work; every op is checked
+  // before any takes a number); else one op.
+  WorkPtr enqueue_p2p(std::span<Op> ops, std::chrono::milliseconds timeout, bool batch);
 
   // src/group/p2p.cc: makes the engine (when the backend has a channel), and closes it, telling
   // peers `failure` when it is not empty (this rank failed) or that the group was destroyed.
@@ -53,9 +55,6 @@ struct ProcessGroup::Impl {
   // The argument checks every send and recv passes (peer in range and not this rank unless
   // any_source; data for a non-empty buffer); returns the op's buffer.
   ConstBufferView check_p2p(const P2POp& op, bool any_source) const;
-  // Numbers and names one send or recv (peer kAnySource: from any rank) and checks it.
-  p2p::Request p2p_request(const P2POp& op, bool any_source);
-  Deadline p2p_deadline(std::chrono::milliseconds timeout) const;
 };
 
 }  // namespace lockstep

@@ -8,6 +8,7 @@
 
 #include "launcher/options.h"
 #include "net/auth.h"
+#include "lockstep/core/settings.h"
 
 namespace lockstep::launcher {
 namespace {
@@ -71,8 +72,8 @@ bool is_python_script(const std::string& name) {
 
 // The interpreter for a script or a module: --python, $LOCKSTEP_PYTHON, or python3 in PATH.
 std::string find_python(const LaunchOptions& o, const std::string& what) {
-  const char* env = std::getenv("LOCKSTEP_PYTHON");
-  std::string chosen = !o.python.empty() ? o.python : env && *env ? env : "";
+  std::string chosen =
+      !o.python.empty() ? o.python : live_setting(LiveSetting::python).value_or("");
   std::string source = !o.python.empty() ? "--python" : "LOCKSTEP_PYTHON";
   try {
     return resolve_executable(chosen.empty() ? "python3" : chosen);

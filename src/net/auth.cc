@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "lockstep/core/error.h"
+#include "lockstep/core/settings.h"
 
 namespace lockstep::auth {
 
@@ -44,10 +45,9 @@ std::string read_secret_file(const std::string& path) {
 }
 
 std::string secret_from_environment() {
-  if (const char* s = std::getenv("LOCKSTEP_SECRET"); s && *s) return s;
-  const char* path = std::getenv("LOCKSTEP_SECRET_FILE");
-  if (!path || !*path) return "";
-  return read_secret_file(path);
+  if (auto secret = live_setting(LiveSetting::secret)) return *secret;
+  auto path = live_setting(LiveSetting::secret_file);
+  return path ? read_secret_file(*path) : "";
 }
 
 std::string make_secret() {

@@ -62,8 +62,9 @@ int64_t coarse_ns() {
 
 std::string rank_text(int rank) { return "rank " + std::to_string(rank); }
 
-Engine::State::State(std::unique_ptr<Channel> c, const GroupConfig& config)
+Engine::State::State(std::unique_ptr<Channel> c, const GroupConfig& config, OpJournal* j)
     : channel(std::move(c)),
+      journal(j),
       lends_frames(channel->lends_bytes()),
       rank(config.rank),
       size(config.size),
@@ -71,8 +72,8 @@ Engine::State::State(std::unique_ptr<Channel> c, const GroupConfig& config)
       host(host_name_of(config)),
       peers(static_cast<size_t>(config.size)) {}
 
-Engine::Engine(std::unique_ptr<Channel> channel, const GroupConfig& config)
-    : state_(std::make_shared<State>(std::move(channel), config)) {
+Engine::Engine(std::unique_ptr<Channel> channel, const GroupConfig& config, OpJournal* journal)
+    : state_(std::make_shared<State>(std::move(channel), config, journal)) {
   state_->thread = std::thread([s = state_.get()] { s->loop(); });
 }
 
@@ -83,7 +84,6 @@ Engine::~Engine() {
         Deadline::after(std::chrono::seconds(2)));
 }
 
-const char* Engine::channel_kind() const { return state_->channel->kind(); }
 
 WorkPtr Engine::post(std::span<Request> requests, Deadline deadline,
                      detail::Description description) {
@@ -92,7 +92,11 @@ WorkPtr Engine::post(std::span<Request> requests, Deadline deadline,
     // the written lines (the allocator's atomics drain the store buffer), and that wait would
     // delay what this rank does next, such as posting the recv of the reply.
     WorkPtr done = detail::WorkAccess::make_completed(description);
-    if (state_->send_now(requests[0], deadline)) return done;
+    if (state_->send_now(requests[0], deadline)) {
+      if (state_->journal && requests[0].record_id != kNoRecord)
+        state_->journal->on_p2p_ended(requests[0].record_id, true);
+      return done;
+    }
   }
   auto [work, completion] = detail::WorkAccess::make(
       std::move(description), std::weak_ptr<detail::WaitPoller>(state_));
@@ -390,6 +394,8 @@ bool Engine::State::send_now(const Request& r, Deadline deadline) {
 void Engine::State::op_done(const OpPtr& op, std::exception_ptr error) {
   if (op->done) return;
   op->done = true;
+  if (journal && op->request.record_id != kNoRecord)
+    journal->on_p2p_ended(op->request.record_id, !error);
   Batch& b = *op->batch;
   if (error && !b.error) b.error = error;
   if (op->request.peer == kAnySource && !error && b.ops.size() == 1)

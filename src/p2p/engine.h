@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "comm/group_config.h"
+#include "comm/op_journal.h"
 #include "comm/work_access.h"
 #include "lockstep/comm/work.h"
 #include "lockstep/core/deadline.h"
@@ -59,6 +60,7 @@ struct Request {
   const void* input = nullptr;  // send
   void* output = nullptr;       // recv
   uint64_t seq = 0;             // its number among the group's sends to (recvs from) the peer
+  uint64_t record_id = kNoRecord;  // its entry in the group's OpJournal
 };
 
 // "send #3 to rank 1", "recv #0 from any rank": the request as errors name it (built only when
@@ -69,7 +71,9 @@ std::string describe(const Request& r);
 
 class Engine {
  public:
-  Engine(std::unique_ptr<Channel> channel, const GroupConfig& config);
+  // journal (may be null): told the end of every request that has a record_id.
+  Engine(std::unique_ptr<Channel> channel, const GroupConfig& config,
+         OpJournal* journal = nullptr);
   // Closes (as an orderly destruction) if close() was not called.
   ~Engine();
   Engine(const Engine&) = delete;
@@ -85,8 +89,6 @@ class Engine {
   // must first connect to them would only hold the close until `linger`. Idempotent.
   void close(const std::string& why_here, const std::string& why_for_peers, Deadline linger,
              std::span<const int> unreachable = {});
-
-  const char* channel_kind() const;
 
   struct State;  // src/p2p/engine_state.h
 

@@ -92,9 +92,10 @@ struct Peer {
 };
 
 struct Engine::State : detail::WaitPoller {
-  State(std::unique_ptr<Channel> c, const GroupConfig& config);
+  State(std::unique_ptr<Channel> c, const GroupConfig& config, OpJournal* journal);
 
   std::unique_ptr<Channel> channel;
+  OpJournal* const journal;  // may be null
   const bool lends_frames;  // channel->lends_bytes(): read_in parses frames in place
   const int rank;
   const int size;

@@ -13,8 +13,8 @@
 #include <utility>
 
 #include "core/log.h"
-#include "core/fnv1a.h"
 #include "net/bind.h"
+#include "net/listener_record.h"
 #include "store/refusals.h"
 #include "lockstep/core/error.h"
 
@@ -22,38 +22,16 @@ namespace lockstep::p2p {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x4C4B5032;  // "LKP2"
-constexpr uint32_t kVersion = 2;  // 2: flags, a proof and a verdict (src/net/peer_auth.h)
 // How long a newcomer may take to send its hello before it is dropped.
 constexpr milliseconds kHelloGrace{5000};
 // How long a published peer may refuse connections before it counts as gone.
 constexpr milliseconds kRefusedGrace{2000};
 // Connections accepted per service() round at most (the rest wait for the next round).
 constexpr int kAcceptsPerRound = 64;
-static_assert(sizeof(SocketChannel::Hello) == 96, "Hello is a wire format");
 
 // The address peers connect to: the advertise address, else this host's name (as the tcp mesh).
 std::string advertised_host(const GroupConfig& config) {
-  std::string host = config.advertise_address.empty() ? net::hostname() : config.advertise_address;
-  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
-}
-
-net::Fd listen_for(const GroupConfig& config) {
-  return net::listen_where_advertised(
-      config.advertise_address.empty() ? net::hostname() : config.advertise_address, 0,
-      detail::concat("group '", config.name, "' rank ", config.rank, " (p2p)"));
-}
-
-// Splits "host:port" / "[v6]:port"; NetworkError naming the rank when malformed.
-std::pair<std::string, uint16_t> split_address(const std::string& a, int rank) {
-  size_t colon = a.rfind(':');
-  long port = colon == std::string::npos ? 0 : std::strtol(a.c_str() + colon + 1, nullptr, 10);
-  LOCKSTEP_ENFORCE(port > 0 && port < 65536, NetworkError, "rank ", rank,
-                   " published a malformed p2p address '", a,
-                   "' (another program using the same store keys?)");
-  std::string host = a.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  return {host, static_cast<uint16_t>(port)};
+  return config.advertise_address.empty() ? net::hostname() : config.advertise_address;
 }
 
 }  // namespace
@@ -62,8 +40,12 @@ SocketChannel::SocketChannel(const GroupConfig& config)
     : config_(config),
       rank_(config.rank),
       size_(config.size),
-      host_(host_name_of(config)),
-      group_hash_(fnv1a(config.name)),
+      me_{.service = net::Service::p2p,
+          .group = config.name,
+          .size = config.size,
+          .rank = config.rank,
+          .host = host_name_of(config),
+          .has_secret = !config.secret.empty()},
       peers_(std::make_unique<Peer[]>(static_cast<size_t>(config.size))) {
   LOCKSTEP_ENFORCE(config.store, InvalidArgument, "SocketChannel: group '", config.name,
                    "' has no store");
@@ -72,12 +54,15 @@ SocketChannel::SocketChannel(const GroupConfig& config)
   wake_fd_ = net::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   LOCKSTEP_ENFORCE(wake_fd_.valid(), NetworkError, prefix(), "eventfd failed: ",
                    net::errno_text(errno));
-  listener_ = listen_for(config);
+  listener_ = net::listen_where_advertised(advertised_host(config), 0,
+                                           detail::concat("group '", config.name, "' rank ",
+                                                          config.rank, " (p2p)"));
   net::set_nonblocking(listener_.get(), true);
-  address_ = advertised_host(config) + ":" + std::to_string(net::local_port(listener_.get()));
   challenge_ = auth::make_nonce();
-  config_.store->set(store_key(config_, "socket_addr", rank_),
-                     address_ + "|" + auth::to_hex(challenge_));
+  const std::string record = net::format_listener_record(
+      advertised_host(config), net::local_port(listener_.get()), me_.host, challenge_);
+  address_ = net::parse_listener_record(record, rank_).address;
+  config_.store->set(net::listener_key(config.name, net::Service::p2p, rank_), record);
 }
 
 SocketChannel::~SocketChannel() = default;
@@ -104,25 +89,21 @@ std::string SocketChannel::describe(int peer) const {
 
 void SocketChannel::connect(int peer, Deadline deadline) {
   Peer& p = peers_[static_cast<size_t>(peer)];
-  if (p.address.empty()) {
-    std::string key = store_key(config_, "socket_addr", peer);
-    try {
-      std::string record = config_.store->get(key, std::max(deadline.remaining(), milliseconds(1)));
-      const size_t bar = record.rfind('|');
-      LOCKSTEP_ENFORCE(bar != std::string::npos &&
-                           auth::from_hex(std::string_view(record).substr(bar + 1), p.challenge),
-                       NetworkError, prefix(), "rank ", peer, " published a malformed p2p address '",
-                       record, "' (another program using the same store keys, or another "
-                       "lockstep version?)");
-      p.address = record.substr(0, bar);
-    } catch (const TimeoutError& e) {
-      throw TimeoutError(detail::concat(
-          prefix(), "rank ", peer, " never published its p2p address (store key '", key,
-          "') before the deadline: did it start, and make its side of the group? (", e.what(),
-          ")"));
-    }
+  const std::string key = net::listener_key(config_.name, net::Service::p2p, peer);
+  std::string record;
+  try {
+    record = config_.store->get(key, std::max(deadline.remaining(), milliseconds(1)));
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(detail::concat(
+        prefix(), "rank ", peer, " never published its p2p address (store key '", key,
+        "') before the deadline: did it start, and make its side of the group? (", e.what(),
+        ")"));
   }
-  auto [host, port] = split_address(p.address, peer);
+  const net::ListenerRecord listener = net::parse_listener_record(record, peer);
+  p.address = listener.address;
+  p.challenge = listener.challenge;
+  const std::string& host = listener.host;
+  const uint16_t port = listener.port;
   net::Fd fd;
   std::string error;
   auto refused_since = Clock::time_point::max();
@@ -158,15 +139,8 @@ void SocketChannel::connect(int peer, Deadline deadline) {
     std::this_thread::sleep_for(std::min(backoff, deadline.remaining()));
     backoff = std::min(backoff * 2, milliseconds(100));
   }
-  Hello h{.magic = kMagic, .version = kVersion, .group_hash = group_hash_, .size = size_,
-          .rank = rank_, .pid = static_cast<int32_t>(::getpid()),
-          .flags = config_.secret.empty() ? 0 : kHasSecret};
-  std::strncpy(h.host, host_.c_str(), sizeof(h.host) - 1);
-  net::write_full(fd.get(), &h, sizeof(h), deadline, describe(peer));
-  if (!config_.secret.empty()) {
-    p.sent = auth::make_connect_proof(config_.secret, p.challenge);
-    net::write_full(fd.get(), &p.sent, sizeof(p.sent), deadline, describe(peer));
-  }
+  p.sent = net::send_hello(fd.get(), net::make_hello(me_), config_.secret, p.challenge, deadline,
+                           describe(peer));
   // The reader's verdict comes when its engine thread next services its listener: checked as it
   // arrives (check_verdict), so that no write ever blocks on the peer's engine.
   p.verdict_by = Clock::now() + kHelloGrace;
@@ -320,50 +294,16 @@ std::string SocketChannel::broken(int peer) {
 
 // ---- accepting, readiness ----
 
-std::string SocketChannel::hello_problem(const Hello& h) const {
-  if (h.magic != kMagic) return "not a lockstep p2p peer (bad magic)";
-  if (h.version != kVersion)
-    return detail::concat("protocol version ", h.version, " (this is ", kVersion, ")");
-  if (h.group_hash != group_hash_) return "a peer of another group";
-  if (h.size != size_)
-    return detail::concat("a peer with group size ", h.size, " (this group has ", size_, ")");
-  if (h.rank < 0 || h.rank >= size_) return detail::concat("claims rank ", h.rank);
-  if (peers_[static_cast<size_t>(h.rank)].in_state != Inbound::none)
-    return detail::concat("claims rank ", h.rank, ", which is already connected");
-  return "";
-}
-
 bool SocketChannel::advance(Pending& q) {
-  std::string problem;
-  for (;;) {
-    const bool in_hello = q.got < sizeof(Hello);
-    const size_t want = in_hello ? sizeof(Hello) : sizeof(Hello) + sizeof(auth::ConnectProof);
-    auto* at = in_hello ? reinterpret_cast<char*>(&q.hello) + q.got
-                        : reinterpret_cast<char*>(&q.proof) + (q.got - sizeof(Hello));
-    // Never past the hello, then the proof: what follows is the stream.
-    const size_t room = in_hello ? sizeof(Hello) - q.got : want - q.got;
-    ssize_t n = ::recv(q.fd.get(), at, room, MSG_DONTWAIT);
-    if (n > 0) {
-      q.got += static_cast<size_t>(n);
-      if (q.got < want) continue;
-      if (in_hello) {
-        problem = hello_problem(q.hello);
-        if (problem.empty() && (q.hello.flags & kHasSecret)) continue;  // its proof follows
-      }
-      break;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (Clock::now() < q.give_up) return false;
-      problem = detail::concat("no hello within ", kHelloGrace.count(), " ms");
-    } else {
-      problem = n == 0 ? "closed before its hello ended" : "failed: " + net::errno_text(errno);
-    }
-    break;
-  }
+  const auto state = q.advance(me_);
+  if (state == Pending::State::reading) return false;
+  std::string problem = q.problem();
+  if (state == Pending::State::ready &&
+      peers_[static_cast<size_t>(q.hello().rank)].in_state != Inbound::none)
+    problem = detail::concat("claims rank ", q.hello().rank, ", which is already connected");
   if (!problem.empty()) {
-    log_info(prefix(), "dropped a p2p connection from ", q.remote, ": ", problem);
-    retire(std::move(q.fd));
+    log_info(prefix(), "dropped a p2p connection from ", q.remote(), ": ", problem);
+    retire(std::move(q.fd()));
     return true;
   }
   settle(q);
@@ -371,28 +311,24 @@ bool SocketChannel::advance(Pending& q) {
 }
 
 void SocketChannel::settle(Pending& q) {
-  const auth::Verdict verdict =
-      auth::judge(config_.secret, challenge_, (q.hello.flags & kHasSecret) != 0, q.proof);
-  // 40 bytes on a fresh socket: the kernel's buffer takes them at once.
-  const bool told =
-      ::send(q.fd.get(), &verdict, sizeof(verdict), MSG_DONTWAIT | MSG_NOSIGNAL) ==
-      static_cast<ssize_t>(sizeof(verdict));
+  const auth::Verdict verdict = q.judge(config_.secret, challenge_);
+  const bool told = net::send_verdict(q.fd().get(), verdict);
   if (verdict.status != auth::VerdictStatus::accepted || !told) {
     const std::string text =
-        detail::concat(prefix(), "a p2p connection from ", q.remote, " claiming rank ",
-                       q.hello.rank, " was ",
+        detail::concat(prefix(), "a p2p connection from ", q.remote(), " claiming rank ",
+                       q.hello().rank, " was ",
                        told ? auth::refusal_text(verdict.status) : "dropped: it left at once");
     log_info(text);
-    retire(std::move(q.fd));
+    retire(std::move(q.fd()));
     if (verdict.status != auth::VerdictStatus::accepted) note_refusal(text);
     return;
   }
-  Peer& p = peers_[static_cast<size_t>(q.hello.rank)];
-  p.in = std::move(q.fd);
+  Peer& p = peers_[static_cast<size_t>(q.hello().rank)];
+  p.in = std::move(q.fd());
   p.in_state = Inbound::open;
-  p.pid = q.hello.pid;
-  p.host.assign(q.hello.host, strnlen(q.hello.host, sizeof(q.hello.host)));
-  p.remote = std::move(q.remote);
+  p.pid = q.hello().pid;
+  p.host = net::host_of(q.hello());
+  p.remote = q.remote();
   p.readable.store(true);  // the stream may have come with the hello
 }
 
@@ -415,7 +351,7 @@ void SocketChannel::accept_new() {
         log_warning(prefix(), "accepting p2p connections failed: ", net::errno_text(errno));
       return;
     }
-    Pending q{.fd = net::Fd(fd), .remote = net::peer_address(fd), .give_up = Clock::now() + kHelloGrace};
+    Pending q(net::Fd(fd), net::peer_address(fd), Clock::now() + kHelloGrace);
     if (!advance(q)) pending_.push_back(std::move(q));
   }
 }
@@ -456,7 +392,7 @@ void SocketChannel::sleep(Clock::time_point until, std::span<const int> want_roo
     std::lock_guard lock(mu_);
     fds.push_back({wake_fd_.get(), POLLIN, 0});
     if (listener_.valid()) fds.push_back({listener_.get(), POLLIN, 0});
-    for (const Pending& q : pending_) fds.push_back({q.fd.get(), POLLIN, 0});
+    for (Pending& q : pending_) fds.push_back({q.fd().get(), POLLIN, 0});
     who.assign(fds.size(), -1);
     for (int i = 0; i < size_; ++i) {
       const Peer& p = peers_[static_cast<size_t>(i)];
@@ -513,7 +449,7 @@ void SocketChannel::close() {
     if (p.out.valid()) ::shutdown(p.out.get(), SHUT_WR);
   }
   retire(std::move(listener_));
-  for (Pending& q : pending_) retire(std::move(q.fd));
+  for (Pending& q : pending_) retire(std::move(q.fd()));
   pending_.clear();
 }
 

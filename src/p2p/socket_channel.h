@@ -3,20 +3,20 @@
 // The writer makes each connection, on its first write() to a peer; the reader only accepts, so
 // two ranks never race to connect to each other. The constructor listens on an ephemeral port
 // (bound to the advertise address when it can be, else to all interfaces; LOCKSTEP_BIND_ADDR
-// overrides) and publishes "host:port|challenge" under p2p::store_key(config, "socket_addr",
-// rank), the challenge being a nonce made for this listener (src/net/peer_auth.h). A first
-// write() looks the peer's key up and connects (blocking, until the write's deadline; a peer that
-// keeps refusing for a couple of seconds has exited, and is reported as such; after closing(), at
-// the first refusal), then sends a 96-byte hello (magic, version, group-name hash, size, rank,
-// pid, whether it has the job's secret, host name), and with a secret its proof for the
-// challenge. The socket is then non-blocking with TCP_NODELAY, and write() is one
+// overrides) and publishes its ListenerRecord for the p2p service (src/net/listener_record.h). A
+// first write() looks the peer's record up and connects (blocking, until the write's deadline; a
+// peer that keeps refusing for a couple of seconds has exited, and is reported as such; after
+// closing(), at the first refusal), then opens as every data connection does
+// (src/net/handshake.h): its hello, and with a secret its proof for the listener's challenge.
+// The socket is then non-blocking with TCP_NODELAY, and write() is one
 // send(MSG_DONTWAIT). The reader reads nothing of the stream before the proof checks out, and
 // answers with a verdict (its only bytes ever) when its engine next services the listener; the
 // writer checks it as it arrives (write() and broken() look, without blocking): a refusal, a
 // reader that cannot prove the secret, or one that says nothing for 5 s fails the stream
 // (AuthError from write()).
 //
-// service() accepts without blocking and reads each newcomer's hello (and proof) as it arrives; a
+// service() accepts without blocking and reads each newcomer's hello (and proof) as it arrives
+// (net::HelloReader); a
 // connection whose hello is garbage, of another group, of a rank out of range or already
 // connected, whose proof fails, or that says nothing for 5 s, is closed with an info log naming
 // its address, without disturbing the streams; it never gets a byte of them. read() is one recv from the peer's inbound socket; EOF and resets are remembered for
@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "comm/group_config.h"
+#include "net/handshake.h"
 #include "net/peer_auth.h"
 #include "net/socket.h"
 #include "p2p/channel.h"
@@ -77,19 +78,6 @@ class SocketChannel final : public Channel {
   // The "host:port" this rank published.
   const std::string& address() const { return address_; }
 
-  // The 96-byte hello a writer opens each connection with (public for tests).
-  struct Hello {
-    uint32_t magic = 0;
-    uint32_t version = 0;
-    uint64_t group_hash = 0;
-    int32_t size = 0;
-    int32_t rank = 0;
-    int32_t pid = 0;
-    uint32_t flags = 0;  // kHasSecret: a ConnectProof (src/net/peer_auth.h) follows
-    char host[64] = {};
-  };
-  static constexpr uint32_t kHasSecret = 1;
-
  private:
   enum class Inbound { none, open, eof, reset };
   struct Peer {
@@ -114,14 +102,7 @@ class SocketChannel final : public Channel {
     std::atomic<bool> readable{false};  // a recv may find something
     std::string why;          // broken()'s final answer, once known
   };
-  struct Pending {
-    net::Fd fd;
-    std::string remote;
-    Hello hello;
-    auth::ConnectProof proof;  // after the hello, when it says it has a secret
-    size_t got = 0;            // of the hello, then of the proof
-    Clock::time_point give_up;
-  };
+  using Pending = net::HelloReader;
 
   void check_peer(int peer) const;
   std::string prefix() const;
@@ -135,7 +116,6 @@ class SocketChannel final : public Channel {
   // The newcomer's hello and proof are in: judges it, answers, and takes it or drops it.
   void settle(Pending& q);
   void note_refusal(const std::string& text);
-  std::string hello_problem(const Hello& h) const;
   void end_inbound(Peer& p, Inbound state, int err);
   bool has_unread(Peer& p);
   // Closes fd now, or hands it to the last running sleep(). Needs mu_.
@@ -144,10 +124,9 @@ class SocketChannel final : public Channel {
   GroupConfig config_;
   const int rank_;
   const int size_;
-  std::string host_;     // this host's name, for hellos
+  net::Endpoint me_;      // this rank's side of every hello
   std::string address_;  // "host:port", as published
   auth::Nonce challenge_;  // published with it (src/net/peer_auth.h)
-  uint64_t group_hash_ = 0;
   std::unique_ptr<Peer[]> peers_;
   bool closed_ = false;
   // closing() was called (by the closing thread; connect() reads it on the engine thread): a

@@ -73,44 +73,6 @@ TEST_P(Exchanges, BarrierHoldsEveryRankUntilTheLastEnters) {
   });
 }
 
-TEST_P(Exchanges, SendRecvAroundTheRingWithTags) {
-  const int n = GetParam();
-  if (n == 1) GTEST_SKIP() << "needs a peer";
-  with_mesh(n, [&](MeshRank& me) {
-    std::vector<uint64_t> send_seq(static_cast<size_t>(n)), recv_seq(static_cast<size_t>(n));
-    for (size_t count : {size_t{0}, size_t{1}, size_t{1000003}}) {
-      const int next = (me.rank + 1) % n, prev = (me.rank + n - 1) % n;
-      TypedBuffer out(DType::i32, count), in(DType::i32, count);
-      out.fill([&](size_t i) { return me.rank * 7 + static_cast<double>(i % 1000); });
-      Op s = me.op(OpKind::send), r = me.op(OpKind::recv);
-      s.seq = ++send_seq[static_cast<size_t>(next)];
-      r.seq = ++recv_seq[static_cast<size_t>(prev)];
-      s.dtype = r.dtype = DType::i32;
-      s.count = r.count = count;
-      s.peer = next;
-      r.peer = prev;
-      s.tag = r.tag = 42;
-      s.input = out.view().data;
-      r.output = in.view().data;
-      // Even ranks send first, odd ranks receive first: 4 MB does not fit in socket buffers, so
-      // a ring of blocking sends would deadlock; every odd rank breaks the cycle.
-      if (me.rank % 2 == 0) {
-        me.run(s);
-        me.run(r);
-      } else {
-        me.run(r);
-        me.run(s);
-      }
-      expect_elements(
-          in, [&](size_t i) { return prev * 7 + static_cast<double>(i % 1000); },
-          "recv from rank " + std::to_string(prev));
-    }
-  });
-}
-
-// A large message's payload is read together with the next header: when that next message is
-// header-only (empty), it is complete in the inbox and must be delivered without waiting for the
-// socket to become readable again.
 TEST(TransportReadAhead, EmptyMessageBehindALargeOneIsDeliveredWithoutPolling) {
   with_mesh(2, [](MeshRank& me) {
     std::vector<char> big(1 << 20, 'x');

@@ -83,8 +83,8 @@ TEST(SocketChannelAuth, AnOutsiderWithoutTheSecretIsRefusedAndTheRealStreamIsInt
   net::Fd fd = net::connect_tcp(address.substr(0, colon),
                                 static_cast<uint16_t>(std::stoi(address.substr(colon + 1))), d,
                                 false);
-  SocketChannel::Hello h{.magic = 0x4C4B5032, .version = 2, .group_hash = fnv1a("outsider"),
-                         .size = 2, .rank = 1, .flags = SocketChannel::kHasSecret};
+  net::Hello h{.service = net::Service::p2p, .flags = net::kHasSecret,
+               .group_hash = fnv1a("outsider"), .size = 2, .rank = 1};
   auth::ConnectProof forged;
   forged.proof.fill(0x5a);
   const std::string payload(1000, 'x');

@@ -269,11 +269,11 @@ TEST(SocketChannel, GarbageConnectionsAreDroppedWithoutDisturbingTheStreams) {
 
   std::string junk(200, 'x');
   EXPECT_TRUE(dropped(a, junk.data(), junk.size())) << "garbage";
-  SocketChannel::Hello h{.magic = 0x78787878, .version = 0x78787878};
+  net::Hello h{.magic = 0x78787878, .version = 0x78787878};
   EXPECT_TRUE(dropped(a, &h, 20, true)) << "a partial hello, then EOF";
   // Real hellos that do not fit: another group, a rank out of range, a rank already connected.
   const auto real = [&] {
-    SocketChannel::Hello r{.magic = 0x4C4B5032, .version = 2, .size = 2, .rank = 1};
+    net::Hello r{.service = net::Service::p2p, .size = 2, .rank = 1};
     r.group_hash = 14695981039346656037ull;
     for (unsigned char c : std::string("garbage")) r.group_hash = (r.group_hash ^ c) * 1099511628211ull;
     return r;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 namespace lockstep {
@@ -48,5 +49,33 @@ struct Settings {
 // The settings of this process, read from the environment on first use. A malformed value throws
 // ConfigError naming the variable.
 const Settings& settings();
+
+// The settings that are read afresh at every use instead: a launcher sets them for its workers,
+// a test changes them between uses within one process, or only one tool reads them, when it runs.
+enum class LiveSetting {
+  // LOCKSTEP_SECRET: the job's secret (docs/security.md).
+  secret,
+  // LOCKSTEP_SECRET_FILE: a file holding it, read when LOCKSTEP_SECRET is not set.
+  secret_file,
+  // LOCKSTEP_HOST_ID: a test hook that replaces this host's identity; one value, or a
+  // comma-separated list with one value per rank (src/backends/hier/hosts.cc).
+  host_id,
+  // LOCKSTEP_PYTHON: the interpreter lockstep run uses for a .py script or -m.
+  python,
+  // LOCKSTEP_EXPLAIN_SIGNATURES: the failure signatures file lockstep explain reads.
+  explain_signatures,
+  // Set by lockstep run for its workers (the rendezvous reads them through its own lookup, by
+  // these names): the launcher's store, and the job's run id and attempt number.
+  store_addr,
+  store_port,
+  run_id,
+  attempt,
+  // Whether LOCKSTEP_TIMEOUT is set at all (torch's backend API then yields to it).
+  timeout,
+};
+// "LOCKSTEP_SECRET", ...
+const char* setting_name(LiveSetting setting);
+// The variable's value now; nullopt when it is unset or empty.
+std::optional<std::string> live_setting(LiveSetting setting);
 
 }  // namespace lockstep

@@ -3,18 +3,13 @@
 #include <cstring>
 
 #include "backends/hier/rank_names.h"
+#include "comm/reduction_plan.h"
 #include "core/reduce.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::hier {
 
 namespace {
-
-bool needs_widening(const Op& op) {
-  const bool half = op.dtype == DType::f16 || op.dtype == DType::bf16;
-  return half && (op.reduce_op == ReduceOp::sum || op.reduce_op == ReduceOp::avg ||
-                  op.reduce_op == ReduceOp::prod);
-}
 
 // Runs a stage on this host's shm group, naming ranks of the whole group in its errors.
 void run_on_host(const HierAllReduce& h, const Op& user, const Op& stage) {
@@ -28,11 +23,12 @@ void run_on_host(const HierAllReduce& h, const Op& user, const Op& stage) {
   }
 }
 
-// The work op: what stages 1 and 2 reduce (sum for avg; an f32 copy of 16-bit data).
-Op work_op(const HierAllReduce& h, const Op& op) {
+// The work op: what stages 1 and 2 reduce, as the whole group's ReductionPlan says (sum for avg;
+// an f32 copy of 16-bit data where it widens).
+Op work_op(const HierAllReduce& h, const ReductionPlan& plan, const Op& op) {
   Op work = op;
-  if (op.reduce_op == ReduceOp::avg) work.reduce_op = ReduceOp::sum;
-  if (needs_widening(op)) {
+  work.reduce_op = plan.combine;
+  if (plan.widen) {
     auto* wide = static_cast<float*>(h.scratch->get(Scratch::kWideIn, op.count * sizeof(float)));
     widen_to_f32(wide, op.input, op.count, op.dtype);
     work.dtype = DType::f32;
@@ -74,7 +70,8 @@ void broadcast_within_host(const HierAllReduce& h, const Op& op) {
 void all_reduce_hierarchical(const HierAllReduce& h, const Op& op) {
   // A forced algorithm applies to stage 2; rejected on every rank before anything moves.
   choose_all_reduce(op, h.group_size);
-  const Op work = work_op(h, op);
+  const ReductionPlan plan = plan_reduction(op.dtype, op.reduce_op, h.group_size);
+  const Op work = work_op(h, plan, op);
   reduce_within_host(h, op, work);
   if (h.host_rank == 0) {
     if (h.leaders != nullptr) {
@@ -82,8 +79,7 @@ void all_reduce_hierarchical(const HierAllReduce& h, const Op& op) {
       in_place.input = work.output;
       h.leaders->all_reduce(op, in_place);
     }
-    if (op.reduce_op == ReduceOp::avg)
-      finish_average(work.output, work.count, work.dtype, h.group_size);
+    if (plan.divisor > 0) finish_average(work.output, work.count, work.dtype, plan.divisor);
     if (work.dtype != op.dtype)
       narrow_from_f32(op.output, static_cast<const float*>(work.output), op.count, op.dtype);
   }

@@ -39,7 +39,7 @@ class HierBackend final : public BackendBase {
     if (host_ranks_.size() > 1) {
       GroupConfig host = host_group_config(config, host_ranks_);
       host_rank_ = host.rank;
-      host_group_ = make_shm_backend(host);
+      host_group_ = shm::make_host_stage(host);
     }
     if (host_rank_ == 0 && hosts.hosts.size() > 1)
       leaders_ = std::make_unique<TcpLeaderStage>(mesh_, hosts.leaders());
@@ -51,7 +51,7 @@ class HierBackend final : public BackendBase {
 
   void run(const Op& op) override {
     guarded(op, [&] {
-      if (host_group_) shm::set_enclosing_op(*host_group_, op);
+      if (host_group_) host_group_->set_enclosing(op);
       if (op.kind == OpKind::all_reduce)
         all_reduce_hierarchical({.host_group = host_group_.get(),
                                  .host_ranks = host_ranks_,
@@ -86,7 +86,7 @@ class HierBackend final : public BackendBase {
   FlatMesh mesh_;
   std::vector<int> host_ranks_;
   int host_rank_ = 0;
-  std::unique_ptr<Backend> host_group_;
+  std::unique_ptr<shm::HostStage> host_group_;
   std::unique_ptr<LeaderStage> leaders_;
   Scratch scratch_;
   bool shut_down_ = false;

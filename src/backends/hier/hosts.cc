@@ -7,6 +7,7 @@
 
 #include "lockstep/core/error.h"
 #include "net/socket.h"
+#include "lockstep/core/settings.h"
 
 namespace lockstep::hier {
 
@@ -22,12 +23,12 @@ std::optional<std::string> list_entry(std::string_view list, int index) {
   }
 }
 
-// LOCKSTEP_HOST_ID, a test hook, is read here rather than in Settings: it is not a user setting,
-// and a list form must be looked up per rank.
+// LOCKSTEP_HOST_ID, a test hook, read at each use (tests change it within one process); a list
+// form is looked up per rank.
 std::optional<std::string> host_id_override(int global_rank) {
-  const char* v = std::getenv("LOCKSTEP_HOST_ID");
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  std::string_view text(v);
+  const std::optional<std::string> v = live_setting(LiveSetting::host_id);
+  if (!v) return std::nullopt;
+  std::string_view text(*v);
   if (text.find(',') == std::string_view::npos) return std::string(text);
   auto entry = list_entry(text, global_rank);
   LOCKSTEP_ENFORCE(entry && !entry->empty(), ConfigError, "LOCKSTEP_HOST_ID='", text,

@@ -1,8 +1,8 @@
-// MpiBackend: runs each op on the group's communicator (collectives: the agreement blocks, then,
-// unless the op travelled in them, one nonblocking MPI call; send/recv: p2p.h), waits with the
-// op's deadline, and turns a failure
-// on this rank into an abort note in the store, so that peers waiting in MPI fail fast with the
-// root cause instead of at their deadline.
+// MpiBackend: runs each collective on the group's communicator (the agreement blocks, then, unless
+// the op travelled in them, one nonblocking MPI call), waits with the op's deadline, and turns a
+// failure on this rank into an abort note in the store, so that peers waiting in MPI fail fast
+// with the root cause instead of at their deadline. send and recv go through the group's p2p
+// engine over the MPI channel (p2p_channel.h).
 #include "backends/mpi/backend.h"
 #include "backends/mpi/p2p_channel.h"
 
@@ -10,7 +10,6 @@
 #include "backends/mpi/block_exchange.h"
 #include "backends/mpi/collectives.h"
 #include "backends/mpi/communicator.h"
-#include "backends/mpi/p2p.h"
 #include "backends/mpi/piggyback.h"
 #include "backends/mpi/wait.h"
 #include "core/host_cores.h"
@@ -27,17 +26,13 @@ class MpiBackend final : public BackendBase {
   explicit MpiBackend(const GroupConfig& config)
       : BackendBase("mpi", config),
         comm_(config),
-        p2p_(comm_.get()),
         oversubscribed_(detail::oversubscribed(config.local_world_size)) {
     if (size() > 1 && size() <= kDirectRanks)
       blocks_ = std::make_unique<BlockExchange>(comm_.get(), rank(), size(),
                                                 piggyback_capacity(size()));
   }
 
-  void check(const Op& op) const override {
-    if (op.kind == OpKind::send || op.kind == OpKind::recv) checked_tag(op);
-    check_counts(op);
-  }
+  void check(const Op& op) const override { check_counts(op); }
 
   void run(const Op& op) override {
     const WaitContext context{.op = &op,
@@ -48,23 +43,15 @@ class MpiBackend final : public BackendBase {
                               .bytes = payload_bytes(op),
                               .oversubscribed = oversubscribed_};
     guarded(op, [&] {
-      if (op.kind == OpKind::send) {
-        p2p_.send(op, context);
-      } else if (op.kind == OpKind::recv) {
-        p2p_.recv(op, context);
-      } else {
-        p2p_.reap(context);
-        run_collective(op, context);
-      }
+      run_collective(op, context);
     });
   }
 
   // Like tcp: small ops skip the hand-off to the progress thread.
   bool prefers_inline(const Op& op) const override { return small_enough_to_inline(op); }
 
-  void shutdown(Deadline deadline) override {
-    if (!failed()) p2p_.drain(deadline);
-  }
+  // Nothing lingers: every collective completed before its run() returned.
+  void shutdown(Deadline /*deadline*/) override {}
 
  private:
   void run_collective(const Op& op, const WaitContext& context) {
@@ -89,7 +76,6 @@ class MpiBackend final : public BackendBase {
   }
 
   Communicator comm_;
-  PointToPoint p2p_;
   bool oversubscribed_;  // [Waiting] in wait.h
   std::unique_ptr<BlockExchange> blocks_;  // groups of 2 to kDirectRanks ranks
   Scratch scratch_;

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <vector>
 
+#include "comm/reduction_plan.h"
 #include "core/reduce.h"
 #include "lockstep/core/error.h"
 
@@ -24,33 +25,29 @@ size_t offset_of(const std::vector<size_t>& counts, int rank) {
   return std::accumulate(counts.begin(), counts.begin() + rank, size_t{0});
 }
 
-bool sixteen_bit_arithmetic(const Op& op) {
-  return (op.dtype == DType::f16 || op.dtype == DType::bf16) &&
-         (op.reduce_op == ReduceOp::sum || op.reduce_op == ReduceOp::avg ||
-          op.reduce_op == ReduceOp::prod);
-}
-
-// dst = the blocks' elements [first, first + count) reduced in rank order; avg divides at the end.
+// dst = the blocks' elements [first, first + count) reduced in rank order, as the op's
+// ReductionPlan says.
 void reduce_blocks(const Op& op, const BlockExchange& blocks, int size, size_t first,
                    size_t count, void* dst, Scratch& scratch) {
   const size_t es = element_size(op.dtype);
   const auto at = [&](int r) { return blocks.payload(r) + first * es; };
   if (count == 0) return;
-  if (sixteen_bit_arithmetic(op) && size > 2) {
+  const ReductionPlan plan = plan_reduction(op.dtype, op.reduce_op, size);
+  if (plan.widen) {
     auto* sum = static_cast<float*>(scratch.get(Scratch::kWideOut, count * sizeof(float)));
     auto* next = static_cast<float*>(scratch.get(Scratch::kWideIn, count * sizeof(float)));
     widen_to_f32(sum, at(0), count, op.dtype);
     for (int r = 1; r < size; ++r) {
       widen_to_f32(next, at(r), count, op.dtype);
-      reduce_into(sum, next, count, DType::f32, op.reduce_op);
+      reduce_into(sum, next, count, DType::f32, plan.combine);
     }
-    if (op.reduce_op == ReduceOp::avg) finish_average(sum, count, DType::f32, size);
+    if (plan.divisor > 0) finish_average(sum, count, DType::f32, plan.divisor);
     narrow_from_f32(dst, sum, count, op.dtype);
     return;
   }
-  reduce_pair(dst, at(0), at(1), count, op.dtype, op.reduce_op);
-  for (int r = 2; r < size; ++r) reduce_into(dst, at(r), count, op.dtype, op.reduce_op);
-  if (op.reduce_op == ReduceOp::avg) finish_average(dst, count, op.dtype, size);
+  reduce_pair(dst, at(0), at(1), count, op.dtype, plan.combine);
+  for (int r = 2; r < size; ++r) reduce_into(dst, at(r), count, op.dtype, plan.combine);
+  if (plan.divisor > 0) finish_average(dst, count, op.dtype, plan.divisor);
 }
 
 void copy(void* dst, const std::byte* src, size_t bytes) {

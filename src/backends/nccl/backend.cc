@@ -53,7 +53,7 @@ class NcclBackend final : public BackendBase {
   // ncclSend and ncclRecv progress only within one group ([Fused p2p] in
   // group/progress_queue.h).
   bool fuses_p2p(const Op& op) const override {
-    return op.kind == OpKind::send || op.kind == OpKind::recv;
+    return is_p2p(op.kind);
   }
 
   void run_p2p_group(std::span<const Op> ops) override {

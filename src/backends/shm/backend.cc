@@ -1,12 +1,10 @@
-// ShmBackend: runs each op over the group's segment (collectives: collective.h; send/recv:
-// mailbox.h), and turns a failure on this rank into an abort record in the segment, so that every
+// ShmBackend: runs each collective over the group's segment (collective.h), and turns a failure on this rank into an abort record in the segment, so that every
 // peer fails fast with the root cause.
 #include "backends/shm/backend.h"
 
 #include <algorithm>
 
 #include "backends/shm/collective.h"
-#include "backends/shm/mailbox.h"
 #include "backends/shm/peers.h"
 #include "backends/shm/segment.h"
 #include "backends/shm/shared_alloc.h"
@@ -20,10 +18,10 @@ namespace {
 
 using namespace shm;
 
-class ShmBackend final : public BackendBase {
+class ShmBackend final : public HostStage {
  public:
   explicit ShmBackend(const GroupConfig& config)
-      : BackendBase("shm", config),
+      : HostStage("shm", config),
         segment_(Segment::attach({.group = config.name,
                                   .rank = config.rank,
                                   .size = config.size,
@@ -33,7 +31,6 @@ class ShmBackend final : public BackendBase {
         // The whole group is on this host; the job may have more ranks here.
         sync_(segment_->view(), peers_,
               detail::oversubscribed(std::max(config.local_world_size, config.size))),
-        mailboxes_(segment_->view(), sync_),
         allocations_(config.name, config.rank, config.size, config.store.get()) {}
 
   ~ShmBackend() override { leave(); }
@@ -45,22 +42,19 @@ class ShmBackend final : public BackendBase {
   void run(const Op& op) override {
     guarded(op, [&] {
       sync_.check_abort(op);
-      mailboxes_.rethrow_failure(op);
-      if (op.kind == OpKind::send) return mailboxes_.send(op);
-      if (op.kind == OpKind::recv) return mailboxes_.recv(op);
       run_collective(op);
     });
   }
 
-  void set_enclosing(const Op& op) { sync_.set_enclosing(op); }
+  void set_enclosing(const Op& op) override { sync_.set_enclosing(op); }
 
   SharedBuffer allocate(size_t bytes, uint64_t index, Deadline deadline) override {
     return allocations_.allocate(bytes, index, deadline);
   }
 
-  void shutdown(Deadline deadline) override {
+  // Nothing lingers: every op completed before its run() returned.
+  void shutdown(Deadline /*deadline*/) override {
     if (failed()) return;
-    mailboxes_.drain(deadline);  // sends staged for slow receivers
     leave();
   }
 
@@ -95,13 +89,13 @@ class ShmBackend final : public BackendBase {
       case OpKind::barrier:
         arrive(x, 0, true);
         return;
-      default:
-        throw InvalidArgument(op.name() + ": not a collective");
+      case OpKind::send:
+      case OpKind::recv:
+        reject_p2p(op, name());
     }
   }
 
   void tell_peers(ErrorClass error_class, const std::string& reason) override {
-    mailboxes_.abandon();
     sync_.publish_abort(error_class, reason);
   }
 
@@ -117,7 +111,6 @@ class ShmBackend final : public BackendBase {
   std::unique_ptr<Segment> segment_;
   Peers peers_;
   Sync sync_;
-  Mailboxes mailboxes_;
   SharedAllocations allocations_;  // ProcessGroup::allocate's buffers
   Reducer reducer_;
   uint64_t collectives_ = 0;
@@ -129,8 +122,8 @@ std::unique_ptr<Backend> make_shm_backend(const GroupConfig& config) {
   return std::make_unique<ShmBackend>(config);
 }
 
-void shm::set_enclosing_op(Backend& host_group, const Op& op) {
-  dynamic_cast<ShmBackend&>(host_group).set_enclosing(op);
+std::unique_ptr<shm::HostStage> shm::make_host_stage(const GroupConfig& config) {
+  return std::make_unique<ShmBackend>(config);
 }
 
 }  // namespace lockstep

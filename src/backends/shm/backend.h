@@ -15,9 +15,22 @@ namespace lockstep {
 std::unique_ptr<Backend> make_shm_backend(const GroupConfig& config);
 
 namespace shm {
-// [Enclosing ops] (sync.h) Stamps op, an op of the group that runs some of its stages on
-// host_group (a backend make_shm_backend made), as the one this rank runs now.
-void set_enclosing_op(Backend& host_group, const Op& op);
+
+// The shm backend as the within-host stage of an enclosing group (hier runs each host's stages of
+// its ops here): a Backend that is also told which op of the enclosing group it serves.
+class HostStage : public BackendBase {
+ public:
+  // [Enclosing ops] (sync.h) Stamps op, an op of the enclosing group, as the one this rank runs
+  // now: peers that run another op of that group under the same number fail with a mismatch.
+  virtual void set_enclosing(const Op& op) = 0;
+
+ protected:
+  using BackendBase::BackendBase;
+};
+
+// make_shm_backend, as a host stage.
+std::unique_ptr<HostStage> make_host_stage(const GroupConfig& config);
+
 }  // namespace shm
 
 }  // namespace lockstep

@@ -5,8 +5,6 @@
 //   counts x N                        per rank, per op parity: N uint64 (all_to_all send counts)
 //   small slots x N                   per rank, per op parity: kSmallSlotBytes (one-sync path)
 //   chunk buffers x N                 per rank: kChunkDepth buffers of chunk_bytes (pipelined path)
-//   MailboxControl x N*N              per ordered pair (sender, receiver): sent / taken counters
-//   mailbox buffers x N*N             per ordered pair: kMailboxDepth x (header + mailbox_bytes)
 //
 // Every field another rank writes sits on its own cache line. All ranks compute the same layout
 // from the group size, and check the header's size and version when they attach.
@@ -21,20 +19,17 @@
 namespace lockstep::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x4c4b53504d485321;  // "!SHMPSKL"
-inline constexpr uint32_t kLayoutVersion = 3;
+inline constexpr uint32_t kLayoutVersion = 4;  // 4: no mailboxes
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kAbortReasonBytes = 2048;
 
 // Sizes (docs/shm.md has the measurements behind them).
 inline constexpr size_t kSmallSlotBytes = 64 * 1024;  // per rank and op parity
 inline constexpr size_t kChunkDepth = 2;              // chunk buffers per rank (double buffering)
-inline constexpr size_t kMailboxDepth = 2;            // buffers per ordered pair
 
 // Chunk buffer bytes for a group of n ranks: large enough to amortise a sync, small enough that
 // a rank's buffers stay in cache while the peers read them.
 size_t chunk_bytes_for(int n);
-// Mailbox buffer bytes for a group of n ranks (shrinks with n: there are n*(n-1) mailboxes).
-size_t mailbox_bytes_for(int n);
 
 // One rank's view of an op, published at its start so that peers compare before touching data.
 struct alignas(kCacheLine) Descriptor {
@@ -65,10 +60,6 @@ struct RankControl {
   // vote that it can take it (every ref resolves here; shared_collectives.h).
   uint8_t has_refs[2] = {};
   uint8_t shared_ok[2] = {};
-  // Receivers of this rank's sends ring it after taking a mailbox buffer (the sender thread
-  // sleeps on it).
-  alignas(kCacheLine) std::atomic<uint32_t> bell{0};
-  std::atomic<uint32_t> bell_waiters{0};
   alignas(kCacheLine) std::atomic<uint32_t> state{0};  // RankState
   std::atomic<int32_t> pid{0};
   Descriptor desc[2];  // by op parity
@@ -93,27 +84,11 @@ struct SegmentHeader {
   char abort_reason[kAbortReasonBytes] = {};
 };
 
-struct MailboxControl {
-  alignas(kCacheLine) std::atomic<uint32_t> sent{0};  // buffers written by the sender
-  std::atomic<uint32_t> sent_waiters{0};
-  alignas(kCacheLine) std::atomic<uint32_t> taken{0};  // buffers consumed by the receiver
-  std::atomic<uint32_t> taken_waiters{0};
-};
-
-// The header in front of every mailbox buffer: which message, and which part of it.
-struct alignas(kCacheLine) ChunkHeader {
-  MessageHeader header;  // the send's identity; payload_bytes = the whole message
-  uint64_t offset = 0;   // of this chunk in the message
-  uint64_t bytes = 0;    // in this chunk
-};
-static_assert(sizeof(ChunkHeader) == kCacheLine);
-
 // Byte offsets of every region, for a group of n ranks.
 struct Layout {
   int n = 0;
-  size_t chunk_bytes = 0, mailbox_bytes = 0;
-  size_t control = 0, counts = 0, counts_stride = 0, small = 0, chunks = 0, mail_control = 0,
-         mail_data = 0, mail_stride = 0, total = 0;
+  size_t chunk_bytes = 0;
+  size_t control = 0, counts = 0, counts_stride = 0, small = 0, chunks = 0, total = 0;
 };
 Layout layout_for(int n);
 
@@ -137,16 +112,6 @@ class SegmentView {
   }
   std::byte* chunk(int r, size_t i) const {
     return base_ + layout_.chunks + layout_.chunk_bytes * (kChunkDepth * r + i % kChunkDepth);
-  }
-  MailboxControl& mailbox(int from, int to) const {
-    return reinterpret_cast<MailboxControl*>(base_ + layout_.mail_control)[from * layout_.n + to];
-  }
-  // Buffer i (mod depth) of the pair's mailbox: a ChunkHeader, then mailbox_bytes of data.
-  ChunkHeader* mail_buffer(int from, int to, uint32_t i) const {
-    size_t pair = static_cast<size_t>(from) * layout_.n + to;
-    return reinterpret_cast<ChunkHeader*>(base_ + layout_.mail_data +
-                                          layout_.mail_stride *
-                                              (kMailboxDepth * pair + i % kMailboxDepth));
   }
   const Layout& layout() const { return layout_; }
   int size() const { return layout_.n; }

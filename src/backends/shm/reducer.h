@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "comm/reduction_plan.h"
 #include "lockstep/core/dtype.h"
 #include "lockstep/core/reduce_op.h"
 
@@ -12,8 +13,8 @@ namespace lockstep::shm {
 
 class Reducer {
  public:
-  // dst[i] = srcs[0][i] op srcs[1][i] op ... op srcs[n-1][i]. avg divides the sum by n. f16 and
-  // bf16 sums, averages and products of more than two sources accumulate in f32 and round once.
+  // dst[i] = srcs[0][i] op srcs[1][i] op ... op srcs[n-1][i], as plan_reduction(dtype, op, n)
+  // says (src/comm/reduction_plan.h): avg divides the sum by n; where it widens, in f32.
   // dst must not overlap any source unless it is exactly srcs[0]. Not thread-safe (scratch).
   void reduce(void* dst, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op);
   // Scratch for n source pointers (valid until the next call), so that small ops allocate nothing.
@@ -24,7 +25,7 @@ class Reducer {
 
  private:
   void reduce_wide(void* dst, const void* const* srcs, int n, size_t count, DType dtype,
-                   ReduceOp op);
+                   const ReductionPlan& plan);
 
   std::vector<float> acc_, tmp_;
   std::vector<const void*> sources_;

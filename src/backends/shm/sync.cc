@@ -43,18 +43,6 @@ bool spin_then_yield(Reached done, const WaitPolicy& policy) {
   }
 }
 
-std::string purpose_text(WaitFor purpose) {
-  switch (purpose) {
-    case WaitFor::collective:
-      return "its part of the collective";
-    case WaitFor::message:
-      return "a message";
-    case WaitFor::mailbox_space:
-      return "to take an earlier message";
-  }
-  return "";
-}
-
 }  // namespace
 
 Sync::Sync(const SegmentView& segment, const Peers& peers, bool oversubscribed)
@@ -74,7 +62,7 @@ void Sync::bump() {
 
 void Sync::wait_step(int peer, uint32_t target, const Op& op) const {
   RankControl& c = segment_.control(peer);
-  wait_word(c.step, c.step_waiters, target, peer, op, WaitFor::collective);
+  wait_word(c.step, c.step_waiters, target, peer, op);
 }
 
 void Sync::wait_all(uint32_t target, const Op& op) const {
@@ -83,7 +71,7 @@ void Sync::wait_all(uint32_t target, const Op& op) const {
 }
 
 void Sync::wait_word(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& waiters,
-                     uint32_t target, int peer, const Op& op, WaitFor purpose) const {
+                     uint32_t target, int peer, const Op& op) const {
   auto done = [&] { return reached(word.load(std::memory_order_acquire), target); };
   if (done() || spin_then_yield(done, oversubscribed_ ? kSharedCores : kDedicatedCores)) return;
   auto& futex_word = const_cast<std::atomic<uint32_t>&>(word);
@@ -92,7 +80,7 @@ void Sync::wait_word(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& w
     // Cheap checks on every wake; the pidfd poll (a system call) once per slice.
     const bool poll_pids = Clock::now() >= next_poll;
     if (poll_pids) next_poll = Clock::now() + kHealthSlice;
-    check_health(peer, op, purpose, op.deadline.at(), poll_pids, &word, target);
+    check_health(peer, op, op.deadline.at(), poll_pids, &word, target);
     if (done()) return;
     waiters.fetch_add(1);
     const uint32_t seen = word.load();
@@ -143,7 +131,7 @@ void Sync::check_abort(const Op& op) const {
   if (segment_.header().aborted.load(std::memory_order_acquire) != 0) throw_abort(&op);
 }
 
-void Sync::check_health(int peer, const Op& op, WaitFor purpose, Clock::time_point deadline,
+void Sync::check_health(int peer, const Op& op, Clock::time_point deadline,
                         bool poll_pids, const std::atomic<uint32_t>* word, uint32_t target) const {
   // A peer that advanced the awaited word did its part, even if it left, died or aborted the group
   // (in a later op) just after: the wait is over, and the caller's loop sees it.
@@ -152,9 +140,9 @@ void Sync::check_health(int peer, const Op& op, WaitFor purpose, Clock::time_poi
   check_abort(op);
   check_enclosing(peer);
   const int me = peers_.rank();
-  // A collective needs every rank, so any dead one breaks it; a message needs only its peer.
+  // A collective needs every rank, so any dead one breaks it.
   std::optional<int> dead = poll_pids ? peers_.first_dead() : std::nullopt;
-  if (dead && (purpose == WaitFor::collective || *dead == peer) && !arrived())
+  if (dead && !arrived())
     throw NetworkError(detail::concat(
         op.name(), ": ", peers_.describe(*dead), " died while rank ", me,
         " waited in this op: its process ended without leaving the group (it crashed, exited or "
@@ -168,8 +156,7 @@ void Sync::check_health(int peer, const Op& op, WaitFor purpose, Clock::time_poi
                        "issue the same collectives before destroying the group"));
   if (Clock::now() >= deadline)
     throw TimeoutError(detail::concat(op.name(), ": the op's deadline passed while rank ", me,
-                                      " waited for ", peers_.describe(peer), " to do ",
-                                      purpose_text(purpose), "; ", peers_.last_op_of(peer),
+                                      " waited for ", peers_.describe(peer), " to do its part of the collective; ", peers_.last_op_of(peer),
                                       ". Fix: find what rank ", peer,
                                       " is doing (stuck, slow, or skipping this op), or raise "
                                       "the timeout (LOCKSTEP_TIMEOUT or the op's timeout option)"));
@@ -192,11 +179,6 @@ void Sync::wake_everyone() const {
   for (int r = 0; r < n; ++r) {
     RankControl& c = segment_.control(r);
     futex_wake_all(c.step);
-    futex_wake_all(c.bell);
-    for (int d = 0; d < n; ++d) {
-      futex_wake_all(segment_.mailbox(r, d).sent);
-      futex_wake_all(segment_.mailbox(r, d).taken);
-    }
   }
 }
 

@@ -39,9 +39,6 @@ inline bool reached(uint32_t v, uint32_t target) {
   return static_cast<int32_t>(v - target) >= 0;
 }
 
-// What a wait is for, so that a timeout says what was missing.
-enum class WaitFor { collective, message, mailbox_space };
-
 class Sync {
  public:
   // oversubscribed: some rank of this host has no core of its own (then waits spin only briefly).
@@ -57,7 +54,7 @@ class Sync {
   void wait_all(uint32_t target, const Op& op) const;
   // Waits until word reaches target; peer is the rank that advances it.
   void wait_word(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& waiters, uint32_t target,
-                 int peer, const Op& op, WaitFor purpose) const;
+                 int peer, const Op& op) const;
   // Advances a counter that peer(s) wait on, waking them if any sleeps.
   static void advance(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& waiters);
 
@@ -73,7 +70,7 @@ class Sync {
   // Throws if the group is broken for a wait on peer: aborted, a dead process (only looked for
   // when poll_pids: a system call), peer departed (unless it advanced `word` to `target` first),
   // or the deadline passed. Called between sleeps.
-  void check_health(int peer, const Op& op, WaitFor purpose, Clock::time_point deadline,
+  void check_health(int peer, const Op& op, Clock::time_point deadline,
                     bool poll_pids, const std::atomic<uint32_t>* word = nullptr,
                     uint32_t target = 0) const;
   // Records this rank's abort unless another rank was first, and wakes every waiter.

@@ -1,12 +1,11 @@
 // Mesh: the full set of connections of one rank, one socket per pair of ranks.
 //
 // Each rank listens on an ephemeral port (on its advertise address when it can, else on every
-// interface; LOCKSTEP_BIND_ADDR overrides) and publishes "<group>/tcp/addr/<rank>" =
-// "<advertise address>:<port>|<hostname>|<pid>|<challenge>" in the store, where the challenge is
-// a nonce made for this listener (src/net/peer_auth.h). It then connects to every lower rank and
-// accepts every higher one. The connector opens with a hello (magic, version, group-name hash,
-// world size, its rank and pid, whether it has the job's secret) and, with a secret, its proof
-// for the listener's challenge; the acceptor answers with its own hello and a verdict. A
+// interface; LOCKSTEP_BIND_ADDR overrides) and publishes its ListenerRecord for the mesh service
+// (src/net/listener_record.h). It then connects to every lower rank and accepts every higher one,
+// with the data plane's one opening (src/net/handshake.h): the connector's hello and, with a
+// secret, its proof for the listener's challenge; the acceptor answers with a verdict and its own
+// hello. A
 // connection whose hello is anything else (a port scanner, another group, a stale process), or
 // whose proof fails, is closed and logged (at INFO, by address) without disturbing setup; a rank
 // whose secret differs gets an AuthError from the verdict.
@@ -38,8 +37,5 @@ struct MeshOptions {
 // naming the ranks that never connected). Collective over the group. The returned vector has one
 // entry per rank; this rank's entry is null. Sockets are non-blocking with TCP_NODELAY.
 std::vector<std::unique_ptr<Connection>> connect_mesh(const MeshOptions& options);
-
-// "<group>/tcp/addr/<rank>".
-std::string mesh_address_key(const std::string& group, int rank);
 
 }  // namespace lockstep::tcp

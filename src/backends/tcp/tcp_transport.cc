@@ -210,10 +210,9 @@ void TcpTransport::check_closed(Connection& c) {
 
 void TcpTransport::check_early_frame(Connection& c) const {
   auto h = c.peek_header();
-  const auto p2p = [](OpKind k) { return k == OpKind::send || k == OpKind::recv; };
   // A side exchange (kSideExchangeTag: the DETAIL fingerprint exchange, an all_gather under the
   // op's number) is in another kind legitimately.
-  if (!h || !op_ || p2p(op_->kind) || p2p(h->kind) || h->tag != 0 || op_->tag != 0 ||
+  if (!h || !op_ || is_p2p(op_->kind) || is_p2p(h->kind) || h->tag != 0 || op_->tag != 0 ||
       h->seq != op_->seq || h->kind == op_->kind)
     return;
   if (auto text = header_mismatch(*h, h->payload_bytes,

@@ -16,6 +16,7 @@
 #include "lockstep/core/error.h"
 #include "lockstep/store/hash_store.h"
 #include "net/peer_auth.h"
+#include "net/listener_record.h"
 #include "net/socket.h"
 #include "support/messages.h"
 #include "support/spawn.h"
@@ -26,21 +27,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The mesh hello as the wire carries it (src/backends/tcp/mesh.cc), for an outsider that knows
-// the format: version 2, flags bit 0 "a proof follows".
-struct WireHello {
-  uint32_t magic = 0x4C4B5348;
-  uint32_t version = 2;
-  uint64_t group_hash = 0;
-  int32_t size = 0;
-  int32_t rank = 0;
-  int32_t pid = 0;
-  uint32_t flags = 1;
-};
-static_assert(sizeof(WireHello) == 32);
-
 uint16_t published_port(Store& store, const std::string& group, int rank) {
-  std::string record = store.get(tcp::mesh_address_key(group, rank), 10s);
+  std::string record = store.get(net::listener_key(group, net::Service::mesh, rank), 10s);
   std::string hostport = record.substr(0, record.find('|'));
   return static_cast<uint16_t>(std::stoi(hostport.substr(hostport.rfind(':') + 1)));
 }
@@ -113,7 +101,10 @@ TEST(MeshAuth, AnOutsiderWithoutTheSecretIsRefusedAndTheJobGoesOn) {
       const uint16_t port = published_port(*store, "outsider", 0);
       Deadline d = Deadline::after(10s);
       net::Fd fd = net::connect_tcp("127.0.0.1", port, d, false);
-      WireHello h{.group_hash = fnv1a("outsider"), .size = 2, .rank = 1};
+      // The data plane's hello (src/net/hello.h), as an outsider that knows the format sends it:
+      // "a proof follows".
+      net::Hello h{.service = net::Service::mesh, .flags = net::kHasSecret,
+                   .group_hash = fnv1a("outsider"), .size = 2, .rank = 1};
       auth::ConnectProof forged;
       forged.nonce.fill(7);
       forged.proof.fill(9);

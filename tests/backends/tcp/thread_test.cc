@@ -12,6 +12,7 @@
 #include "lockstep/core/error.h"
 #include "lockstep/group/init.h"
 #include "lockstep/store/hash_store.h"
+#include "net/listener_record.h"
 #include "net/socket.h"
 #include "support/spawn.h"
 #include "support/messages.h"
@@ -22,7 +23,7 @@ namespace {
 
 // Connects to rank 0's published port and sends what a confused client would.
 void send_junk(Store& store, const std::string& group) {
-  std::string record = store.get(tcp::mesh_address_key(group, 0), std::chrono::seconds(10));
+  std::string record = store.get(net::listener_key(group, net::Service::mesh, 0), std::chrono::seconds(10));
   std::string hostport = record.substr(0, record.find('|'));
   auto port = static_cast<uint16_t>(std::stoi(hostport.substr(hostport.rfind(':') + 1)));
   Deadline d = Deadline::after(std::chrono::seconds(5));
@@ -112,46 +113,64 @@ TEST(TcpThreads, MismatchOnOneRankReachesAThirdRankAsAnAbort) {
   std::vector<std::string> errors(3);
   spawn(3, [&](int rank) {
     auto backend = tcp::make_tcp_backend(config_for("abort", rank, 3, store));
-    // Ranks 0 and 1 disagree about a message's size; rank 2 waits on a recv from rank 0
-    // meanwhile and must fail with their reason, not hang.
+    // A ring all_gather in which rank 0 contributes 64 elements and ranks 1 and 2 contribute 32:
+    // rank 1 (which receives from rank 0) and rank 0 (which receives from rank 2) see the
+    // difference; rank 2's messages come from rank 1 only, which stops forwarding, so rank 2 must
+    // fail with their reason, not hang.
     try {
-      if (rank == 2) {
-        std::vector<float> y(10);
-        Op recv;
-        recv.kind = OpKind::recv;
-        recv.peer = 0;
-        recv.count = 10;
-        recv.output = y.data();
-        recv.deadline = Deadline::after(std::chrono::seconds(30));
-        backend->run(recv);
-      } else {
-        std::vector<float> x(rank == 0 ? 64 : 32);
-        Op op;
-        op.kind = OpKind::send;  // a 2-rank exchange through p2p: 0 <-> 1
-        op.peer = 1 - rank;
-        op.count = x.size();
-        op.input = x.data();
-        op.deadline = Deadline::after(std::chrono::seconds(30));
-        backend->run(op);
-        Op recv = op;
-        recv.kind = OpKind::recv;
-        recv.output = x.data();
-        recv.count = 48;  // neither 64 nor 32
-        backend->run(recv);
-      }
+      const size_t count = rank == 0 ? 64 : 32;
+      std::vector<float> x(count), y(count * 3);
+      Op op;
+      op.kind = OpKind::all_gather;
+      op.count = count;
+      op.counts.assign(3, count);
+      op.input = x.data();
+      op.output = y.data();
+      op.deadline = Deadline::after(std::chrono::seconds(30));
+      backend->run(op);
     } catch (const Error& e) {
       errors[static_cast<size_t>(rank)] = e.what();
     }
   });
-  EXPECT_TRUE(
-      contains(errors[0], "recv #0 from rank 1: rank 1 sent 128 bytes, rank 0 expected 192"))
+  // Rank 1 reads rank 0's block first: its own finding. Rank 0 finds the difference in rank 2's
+  // block, unless rank 1's abort reaches it first.
+  EXPECT_TRUE(contains(errors[1], "rank 0 sent 256 bytes, rank 1 expected 128")) << errors[1];
+  EXPECT_TRUE(contains(errors[0], "rank 2 sent 128 bytes, rank 0 expected 256") ||
+              contains(errors[0], "rank 0 sent 256 bytes, rank 1 expected 128"))
       << errors[0];
-  EXPECT_TRUE(contains(errors[1], "rank 0 sent 256 bytes, rank 1 expected 192")) << errors[1];
   // Rank 2 watches every peer: it learns the root cause from whichever abort frame comes first.
-  EXPECT_TRUE(contains(errors[2], " to rank 2 in recv #0 from rank 0)")) << errors[2];
-  EXPECT_TRUE(contains(errors[2], "rank 1 sent 128 bytes, rank 0 expected 192") ||
-              contains(errors[2], "rank 0 sent 256 bytes, rank 1 expected 192"))
+  EXPECT_TRUE(contains(errors[2], " to rank 2 in all_gather #0)")) << errors[2];
+  EXPECT_TRUE(contains(errors[2], "rank 2 sent 128 bytes, rank 0 expected 256") ||
+              contains(errors[2], "rank 0 sent 256 bytes, rank 1 expected 128"))
       << errors[2];
+}
+
+// send and recv go through the group's p2p engine: a backend that does not fuse them refuses one
+// that reaches its run(), and the refusal leaves the group usable (no abort reaches the peers).
+TEST(TcpThreads, ASendReachingTheBackendIsRefusedAndTheGroupStaysUsable) {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::string> errors(2);
+  spawn(2, [&](int rank) {
+    auto backend = tcp::make_tcp_backend(config_for("refuse", rank, 2, store));
+    std::vector<float> x(10, static_cast<float>(rank + 1));
+    Op send;
+    send.kind = rank == 0 ? OpKind::send : OpKind::recv;
+    send.peer = 1 - rank;
+    send.count = x.size();
+    send.input = x.data();
+    send.output = x.data();
+    send.deadline = Deadline::after(std::chrono::seconds(30));
+    try {
+      backend->run(send);
+    } catch (const InvalidArgument& e) {
+      errors[static_cast<size_t>(rank)] = e.what();
+    }
+    backend->run(sum_op(0, x));
+    for (float v : x) ASSERT_EQ(v, 3.0f);
+    backend->shutdown(Deadline::after(std::chrono::seconds(5)));
+  });
+  EXPECT_TRUE(contains(errors[0], "send #0 to rank 1: tcp runs collectives only")) << errors[0];
+  EXPECT_TRUE(contains(errors[1], "recv #0 from rank 0: tcp runs collectives only")) << errors[1];
 }
 
 TEST(TcpThreads, TimeoutNamesThePeerStillOwingData) {
