@@ -7,7 +7,7 @@
 // controller never looks inside. A packet sent on a link is, by the link's state at that moment:
 //   delivered  appended to the receiver's inbox (the default), visible to take() at once;
 //   held       kept aside (hold()) until release_next / release_at / release delivers it;
-//   dropped    discarded (drop_next(): that many of the next data packets);
+//   dropped    discarded (drop_next(): that many of the next packets, whatever they carry);
 //   refused    the link is cut: send() says so and the packet is gone.
 // End packets (an endpoint's orderly close) are never dropped, but wait behind held packets.
 //
@@ -67,7 +67,7 @@ class FaultController {
   // Delivers every held packet of the matching links, in the order they were sent, and stops
   // holding them.
   void release(int from, int to);
-  // The next `n` data packets sent on from->to vanish.
+  // The next `n` packets sent on from->to vanish (end packets excepted).
   void drop_next(int from, int to, int n = 1);
   // Breaks the connection between a and b ([Cut]).
   void cut(int a, int b);
