@@ -39,6 +39,7 @@ LOCKSTEP_APT_PACKAGES=(
   libssl-dev
   libbenchmark-dev
   nlohmann-json3-dev
+  libcli11-dev
   dataset-fashion-mnist
   libopenmpi-dev
   openmpi-bin

@@ -1,9 +1,15 @@
+// Command line of `lockstep bench`: the options are declared to CLI11, and the one declaration
+// drives both the parser and --help. What a value means is in bench_option_values.h.
 #include "cli/bench_options.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
-#include <charconv>
+#include <functional>
 #include <limits>
-#include <optional>
+#include <memory>
+
+#include "cli/bench_option_values.h"
+#include "launcher/help_formatter.h"
 
 namespace lockstep::cli::bench {
 namespace {
@@ -15,132 +21,111 @@ constexpr size_t kBytesPerRow = 256 * kMiB;
 constexpr int kMinIters = 5;
 constexpr int kMaxIters = 200;
 
-std::string op_names() {
-  std::string out;
-  for (BenchOp op : kAllBenchOps) out += concat(out.empty() ? "" : ", ", bench_op_name(op));
-  return out + ", all";
+constexpr const char* kDescription =
+    "usage: lockstep bench [options]\n"
+    "\n"
+    "Times a collective over a range of message sizes and prints an nccl-tests style table:\n"
+    "median time, algbw = size / time, busbw = algbw x the op's factor (all_reduce 2(n-1)/n;\n"
+    "all_gather, reduce_scatter, all_to_all, gather, scatter (n-1)/n; broadcast, reduce,\n"
+    "sendrecv 1; pingpong 2, since its time is a round trip), busbw as a share of one core's\n"
+    "memcpy bandwidth, and a correctness check.\n"
+    "\n"
+    "Start N local ranks:  lockstep bench --nranks 2 --op all_reduce\n"
+    "As one rank of a job: run 'lockstep bench' under 'lockstep run', srun or mpirun; it joins\n"
+    "                      through env:// (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)\n";
+
+constexpr const char* kFooter =
+    "Sizes follow nccl-tests: for all_gather, reduce_scatter, all_to_all, gather and scatter\n"
+    "the size is the whole buffer of n slots, one per rank (rounded to a multiple of n).\n"
+    "Exit codes: 0 ok, 1 a failure or a WRONG result, 2 a bad command line.\n";
+
+// An option with a value: apply converts the text (throwing UsageError) and stores it. It runs
+// as the option is read, so that the first bad value on the command line is the one reported.
+void value(CLI::App& app, std::string name, std::string value_name, std::string help,
+           std::function<void(const std::string&)> apply) {
+  app.add_option_function<std::string>(std::move(name), std::move(apply), std::move(help))
+      ->type_name(std::move(value_name))
+      ->trigger_on_parse();
 }
 
-std::vector<BenchOp> parse_ops(std::string_view list) {
-  std::vector<BenchOp> ops;
-  while (!list.empty()) {
-    size_t comma = list.find(',');
-    std::string_view name = list.substr(0, comma);
-    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
-    if (name == "all") {
-      ops.assign(std::begin(kAllBenchOps), std::end(kAllBenchOps));
-      continue;
-    }
-    auto it = std::find_if(std::begin(kAllBenchOps), std::end(kAllBenchOps),
-                           [&](BenchOp op) { return bench_op_name(op) == name; });
-    if (it == std::end(kAllBenchOps))
-      throw UsageError(concat("--op: unknown collective \"", name, "\"; use one of: ", op_names(),
-                              " (comma separated)"));
-    ops.push_back(*it);
-  }
-  if (ops.empty()) throw UsageError(concat("--op: empty list; use one of: ", op_names()));
-  return ops;
+// A flag, which runs set when given. CLI11 would take "--flag=VALUE" as a value; a flag takes
+// none.
+void flag(CLI::App& app, std::string names, std::string help, std::function<void()> set) {
+  CLI::Option* option = app.add_flag_callback(std::move(names), std::move(set), std::move(help));
+  option
+      ->check([name = option->get_name()](const std::string& given) {
+        if (given != "true") throw UsageError(concat(name, ": takes no value"));
+        return std::string();
+      })
+      ->trigger_on_parse();
 }
 
-// "4096", "64K", "64M", "1G" (binary multiples).
-size_t parse_bytes(std::string_view option, std::string_view text) {
-  size_t multiplier = 1;
-  std::string_view digits = text;
-  if (!digits.empty()) {
-    char suffix = digits.back();
-    if (suffix == 'K' || suffix == 'k') multiplier = size_t{1} << 10;
-    if (suffix == 'M' || suffix == 'm') multiplier = size_t{1} << 20;
-    if (suffix == 'G' || suffix == 'g') multiplier = size_t{1} << 30;
-    if (multiplier != 1) digits.remove_suffix(1);
-  }
-  size_t value = 0;
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
-      value > std::numeric_limits<size_t>::max() / multiplier)
-    throw UsageError(
-        concat(option, ": \"", text, "\" is not a byte count; write e.g. 4096, 64K, 64M or 1G"));
-  return value * multiplier;
-}
-
-int parse_int(std::string_view option, std::string_view text, int min_value, int max_value) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min_value ||
-      value > max_value)
-    throw UsageError(
-        concat(option, ": \"", text, "\" is not an integer in [", min_value, ", ", max_value, "]"));
-  return value;
-}
-
-// Walks argv, handing out "--name value" and "--name=value" pairs.
-class ArgCursor {
- public:
-  ArgCursor(int argc, char** argv) : argc_(argc), argv_(argv) {}
-  bool next() {
-    if (++index_ >= argc_) return false;
-    std::string_view arg = argv_[index_];
-    size_t eq = arg.find('=');
-    name_ = arg.substr(0, eq);
-    inline_value_.reset();
-    if (arg.starts_with("--") && eq != std::string_view::npos) inline_value_ = arg.substr(eq + 1);
-    return true;
-  }
-  std::string_view name() const { return name_; }
-  std::string_view value() {
-    if (inline_value_) return *inline_value_;
-    if (index_ + 1 >= argc_) throw UsageError(concat(name_, ": missing value"));
-    return argv_[++index_];
-  }
-  bool has_inline_value() const { return inline_value_.has_value(); }
-
- private:
-  int argc_;
-  char** argv_;
-  int index_ = 0;
-  std::string_view name_;
-  std::optional<std::string_view> inline_value_;
-};
-
-// Applies one option with a value; returns false when the name is not one of them.
-bool apply_valued(BenchOptions& o, std::string_view name, ArgCursor& args) {
+// The parser of `lockstep bench`, storing into o; all_ops: whether --op was "all".
+std::unique_ptr<CLI::App> bench_app(BenchOptions& o, bool& all_ops) {
   constexpr int kIntMax = std::numeric_limits<int>::max();
-  if (name == "--backend")
-    o.backend = std::string(args.value());
-  else if (name == "--min-bytes")
-    o.min_bytes = parse_bytes(name, args.value());
-  else if (name == "--max-bytes")
-    o.max_bytes = parse_bytes(name, args.value());
-  else if (name == "--step-factor")
-    o.step_factor = parse_int(name, args.value(), 2, 1024);
-  else if (name == "--iters")
-    o.iters = parse_int(name, args.value(), 1, kIntMax);
-  else if (name == "--warmup")
-    o.warmup = parse_int(name, args.value(), 0, kIntMax);
-  else if (name == "--root")
-    o.root = parse_int(name, args.value(), 0, kIntMax);
-  else if (name == "--nranks")
-    o.nranks = parse_int(name, args.value(), 1, 1024);
-  else if (name == "--master-port")
-    o.master_port = parse_int(name, args.value(), 0, 65535);
-  else if (name == "--buffers") {
-    std::string_view kind = args.value();
-    if (kind != "shared" && kind != "private")
-      throw UsageError(concat("--buffers '", kind, "': use private or shared"));
-    o.shared_buffers = kind == "shared";
-  }  else if (name == "--dtype" || name == "--reduce-op") {
-    std::string_view text = args.value();
-    try {
-      if (name == "--dtype")
-        o.dtype = parse_dtype(text);
-      else
-        o.reduce_op = parse_reduce_op(text);
-    } catch (const InvalidArgument& e) {
-      throw UsageError(concat(name, ": ", e.what()));
-    }
-  } else {
-    return false;
-  }
-  return true;
+  auto app = std::make_unique<CLI::App>(kDescription, "lockstep bench");
+  app->set_help_flag();  // --help is declared with the others, and listed last
+  app->allow_extras();   // reported as unknown options after parsing
+  app->footer(kFooter);
+  app->formatter(std::make_shared<launcher::HelpFormatter>(21, true));
+  value(*app, "--op", "LIST",
+        concat("collectives, comma separated: ", op_names(), "\n(default all_reduce)"),
+        [&o, &all_ops](const std::string& v) {
+          o.ops = parse_ops(v);
+          all_ops = v == "all";
+        });
+  value(*app, "--backend", "LIST",
+        "auto (default: the best for where the ranks are), tcp, shm, hier\n"
+        "(shm within each host, tcp between hosts) or mpi (under mpirun);\n"
+        "several, comma separated (shm,tcp,mpi), time each row on every one\n"
+        "and print them side by side",
+        [&o](const std::string& v) { o.backend = v; });
+  value(*app, "--dtype", "NAME", "f32 (default), f64, f16, bf16, i8, u8, i32, i64, bool",
+        [&o](const std::string& v) {
+          try {
+            o.dtype = parse_dtype(v);
+          } catch (const InvalidArgument& e) {
+            throw UsageError(concat("--dtype: ", e.what()));
+          }
+        });
+  value(*app, "--reduce-op", "NAME", "sum (default), avg, prod, min, max, band, bor, bxor",
+        [&o](const std::string& v) {
+          try {
+            o.reduce_op = parse_reduce_op(v);
+          } catch (const InvalidArgument& e) {
+            throw UsageError(concat("--reduce-op: ", e.what()));
+          }
+        });
+  value(*app, "--root", "R", "root of broadcast, reduce, gather and scatter (default 0)",
+        [&o](const std::string& v) { o.root = parse_int("--root", v, 0, kIntMax); });
+  value(*app, "--min-bytes", "N", "smallest message (default 4); suffixes K, M, G",
+        [&o](const std::string& v) { o.min_bytes = parse_bytes("--min-bytes", v); });
+  value(*app, "--max-bytes", "N", "largest message (default 64M)",
+        [&o](const std::string& v) { o.max_bytes = parse_bytes("--max-bytes", v); });
+  value(*app, "--step-factor", "F", "multiply the size by F per row (default 2)",
+        [&o](const std::string& v) { o.step_factor = parse_int("--step-factor", v, 2, 1024); });
+  value(*app, "--iters", "N",
+        concat("timed iterations per row (default: by size, ", kMinIters, " to ", kMaxIters, ")"),
+        [&o](const std::string& v) { o.iters = parse_int("--iters", v, 1, kIntMax); });
+  value(*app, "--warmup", "N", "untimed iterations per row (default: iters / 10, at least 1)",
+        [&o](const std::string& v) { o.warmup = parse_int("--warmup", v, 0, kIntMax); });
+  value(*app, "--buffers", "KIND",
+        "private (default: plain memory of each rank) or shared (from\n"
+        "ProcessGroup::allocate: on shm, collectives skip the copies)",
+        [&o](const std::string& v) {
+          if (v != "shared" && v != "private")
+            throw UsageError(concat("--buffers '", v, "': use private or shared"));
+          o.shared_buffers = v == "shared";
+        });
+  flag(*app, "--check", "verify every row against its closed form (default)",
+       [&o] { o.check = true; });
+  flag(*app, "--no-check", "skip the verification", [&o] { o.check = false; });
+  value(*app, "--nranks", "N", "start N local ranks (MASTER_ADDR=127.0.0.1) and wait for them",
+        [&o](const std::string& v) { o.nranks = parse_int("--nranks", v, 1, 1024); });
+  value(*app, "--master-port", "P", "port of the local ranks' store (default: a free one)",
+        [&o](const std::string& v) { o.master_port = parse_int("--master-port", v, 0, 65535); });
+  flag(*app, "-h,--help", "this text", [&o] { o.help = true; });
+  return app;
 }
 
 // Cross-option checks, once every option is known.
@@ -154,9 +139,11 @@ void validate(const BenchOptions& o) {
     throw UsageError(concat("--backend '", o.backend,
                             "': empty name; use auto, tcp, shm or mpi, or a list like shm,tcp"));
   if (o.nranks > 0 && ("," + o.backend + ",").find(",mpi,") != std::string::npos)
-    throw UsageError(concat("--backend ", o.backend, ": mpi needs ranks started by mpirun, not "
-                            "--nranks; run: mpirun -np ", o.nranks, " lockstep bench --backend ",
-                            o.backend, " (as root add --allow-run-as-root; on few cores add "
+    throw UsageError(concat("--backend ", o.backend,
+                            ": mpi needs ranks started by mpirun, not "
+                            "--nranks; run: mpirun -np ",
+                            o.nranks, " lockstep bench --backend ", o.backend,
+                            " (as root add --allow-run-as-root; on few cores add "
                             "--oversubscribe)"));
   for (BenchOp op : o.ops) {
     if (bench_op_reduces(op) && !reduce_op_supports(o.reduce_op, o.dtype))
@@ -207,22 +194,19 @@ bool bench_op_rooted(BenchOp op) {
 BenchOptions parse_bench_options(int argc, char** argv) {
   BenchOptions o;
   bool all_ops = false;
-  ArgCursor args(argc, argv);
-  while (args.next()) {
-    std::string_view name = args.name();
-    if (name == "--help" || name == "-h")
-      o.help = true;
-    else if (name == "--check" || name == "--no-check") {
-      if (args.has_inline_value()) throw UsageError(concat(name, ": takes no value"));
-      o.check = name == "--check";
-    } else if (name == "--op") {
-      std::string_view list = args.value();
-      o.ops = parse_ops(list);
-      all_ops = list == "all";
-    } else if (!apply_valued(o, name, args)) {
-      throw UsageError(concat("unknown option \"", name, "\""));
-    }
+  auto app = bench_app(o, all_ops);
+  std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+  try {
+    app->parse(std::vector<std::string>(args.rbegin(), args.rend()));
+  } catch (const CLI::ArgumentMismatch&) {
+    // CLI11 ran out of arguments for an option's value, so that option is the last argument.
+    throw UsageError(concat(args.back().substr(0, args.back().find('=')), ": missing value"));
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
   }
+  if (std::vector<std::string> extra = app->remaining(); !extra.empty())
+    throw UsageError(
+        concat("unknown option \"", extra.front().substr(0, extra.front().find('=')), "\""));
   if (o.help) return o;
   // "all" keeps only the collectives that apply to the dtype (bool cannot be reduced).
   if (all_ops)
@@ -234,49 +218,9 @@ BenchOptions parse_bench_options(int argc, char** argv) {
 }
 
 std::string bench_usage() {
-  return concat(
-      "usage: lockstep bench [options]\n"
-      "\n"
-      "Times a collective over a range of message sizes and prints an nccl-tests style table:\n"
-      "median time, algbw = size / time, busbw = algbw x the op's factor (all_reduce 2(n-1)/n;\n"
-      "all_gather, reduce_scatter, all_to_all, gather, scatter (n-1)/n; broadcast, reduce,\n"
-      "sendrecv 1; pingpong 2, since its time is a round trip), busbw as a share of one core's\n"
-      "memcpy bandwidth, and a correctness check.\n"
-      "\n"
-      "Start N local ranks:  lockstep bench --nranks 2 --op all_reduce\n"
-      "As one rank of a job: run 'lockstep bench' under 'lockstep run', srun or mpirun; it joins\n"
-      "                      through env:// (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)\n"
-      "\n"
-      "options:\n"
-      "  --op LIST          collectives, comma separated: ",
-      op_names(),
-      "\n"
-      "                     (default all_reduce)\n"
-      "  --backend LIST     auto (default: the best for where the ranks are), tcp, shm, hier\n"
-      "                     (shm within each host, tcp between hosts) or mpi (under mpirun);\n"
-      "                     several, comma separated (shm,tcp,mpi), time each row on every one\n"
-      "                     and print them side by side\n"
-      "  --dtype NAME       f32 (default), f64, f16, bf16, i8, u8, i32, i64, bool\n"
-      "  --reduce-op NAME   sum (default), avg, prod, min, max, band, bor, bxor\n"
-      "  --root R           root of broadcast, reduce, gather and scatter (default 0)\n"
-      "  --min-bytes N      smallest message (default 4); suffixes K, M, G\n"
-      "  --max-bytes N      largest message (default 64M)\n"
-      "  --step-factor F    multiply the size by F per row (default 2)\n"
-      "  --iters N          timed iterations per row (default: by size, ",
-      kMinIters, " to ", kMaxIters,
-      ")\n"
-      "  --warmup N         untimed iterations per row (default: iters / 10, at least 1)\n"
-      "  --buffers KIND     private (default: plain memory of each rank) or shared (from\n"
-      "                     ProcessGroup::allocate: on shm, collectives skip the copies)\n"
-      "  --check            verify every row against its closed form (default)\n"
-      "  --no-check         skip the verification\n"
-      "  --nranks N         start N local ranks (MASTER_ADDR=127.0.0.1) and wait for them\n"
-      "  --master-port P    port of the local ranks' store (default: a free one)\n"
-      "  -h, --help         this text\n"
-      "\n"
-      "Sizes follow nccl-tests: for all_gather, reduce_scatter, all_to_all, gather and scatter\n"
-      "the size is the whole buffer of n slots, one per rank (rounded to a multiple of n).\n"
-      "Exit codes: 0 ok, 1 a failure or a WRONG result, 2 a bad command line.\n");
+  BenchOptions options;
+  bool all_ops = false;
+  return bench_app(options, all_ops)->help();
 }
 
 std::vector<std::string> rank_arguments(int argc, char** argv) {
@@ -306,7 +250,8 @@ int warmup_for(const BenchOptions& options, size_t bytes) {
 
 int runs_per_iteration(BenchOp op, size_t bytes) {
   if (op != BenchOp::pingpong) return 1;
-  return static_cast<int>(std::clamp<size_t>((size_t{1} << 20) / std::max<size_t>(bytes, 1), 1, 100));
+  return static_cast<int>(
+      std::clamp<size_t>((size_t{1} << 20) / std::max<size_t>(bytes, 1), 1, 100));
 }
 
 std::vector<size_t> message_sizes(const BenchOptions& options) {
