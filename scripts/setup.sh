@@ -26,7 +26,8 @@ LOCKSTEP_BASE_PYTHON="${LOCKSTEP_BASE_PYTHON:-/usr/bin/python3}"
 # libssl-dev: OpenSSL's libcrypto, for the HMAC that authenticates a job's connections.
 # doxygen builds the API reference (the `docs` target, tested by CTest's api_reference).
 # clang and libclang-rt-14-dev (libFuzzer and clang's sanitizers) build the fuzz harnesses
-# (scripts/fuzz.sh, which scripts/test.sh runs briefly). iproute2 makes the network-namespace
+# (scripts/fuzz.sh, which scripts/test.sh runs briefly); clang-format-14 checks the sources'
+# formatting (scripts/format_check.sh, CTest's `format`). iproute2 makes the network-namespace
 # hosts of the multi-host tests (scripts/netns_hosts.sh).
 LOCKSTEP_APT_PACKAGES=(
   cmake
@@ -48,6 +49,7 @@ LOCKSTEP_APT_PACKAGES=(
   doxygen
   clang
   libclang-rt-14-dev
+  clang-format-14
   iproute2
 )
 

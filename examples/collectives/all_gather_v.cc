@@ -18,9 +18,13 @@
 namespace {
 
 // How many elements rank r contributes: 1 to 5, and different for neighbouring ranks.
-size_t count_of(int rank) { return static_cast<size_t>(rank * 3 % 5 + 1); }
+size_t count_of(int rank) {
+  return static_cast<size_t>(rank * 3 % 5 + 1);
+}
 // Element j of rank r's contribution.
-int32_t value_of(int rank, size_t j) { return 100 * rank + static_cast<int32_t>(j); }
+int32_t value_of(int rank, size_t j) {
+  return 100 * rank + static_cast<int32_t>(j);
+}
 
 }  // namespace
 

@@ -78,8 +78,9 @@ int main() {
     // Every rank learns whether any rank found a wrong element, so that all exit alike.
     std::vector<int64_t> total = {wrong};
     pg->all_reduce(lockstep::view(total))->wait();
-    if (wrong != 0) std::fprintf(stderr, "rank %d: %lld wrong elements\n", pg->rank(),
-                                 static_cast<long long>(wrong));
+    if (wrong != 0)
+      std::fprintf(stderr, "rank %d: %lld wrong elements\n", pg->rank(),
+                   static_cast<long long>(wrong));
     if (pg->rank() == 0 && total[0] == 0)
       std::printf("all_reduce: ok on %d ranks (backend %s)\n", pg->size(),
                   pg->backend_name().c_str());

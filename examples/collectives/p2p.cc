@@ -60,8 +60,10 @@ int main() {
         auto work = pg->recv_any(lockstep::view(message), {.tag = kTag});
         work->wait();
         const int src = work->source_rank();
-        if (src < 1 || src >= n || seen[static_cast<size_t>(src)]) ++wrong;
-        else seen[static_cast<size_t>(src)] = true;
+        if (src < 1 || src >= n || seen[static_cast<size_t>(src)])
+          ++wrong;
+        else
+          seen[static_cast<size_t>(src)] = true;
         for (int32_t v : message)
           if (v != src) ++wrong;
       }

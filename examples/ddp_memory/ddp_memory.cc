@@ -5,12 +5,13 @@
 //
 // The model is an MLP of L hidden layers of width H, 784-H-...-H-10 (defaults L = 20, H = 1024:
 // 20.8M parameters, 83 MB of f32, in 20 weight matrices of about 1M parameters: ZeRO partitions
-// whole parameters, so a model of one dominant matrix could not be balanced), batch 64 per rank. Each rank measures its resident memory (VmRSS, after malloc_trim so
-// that freed memory is not counted) before building the model, and after the last step (the
-// steady state between iterations), and its peak (VmHWM); the differences are the training's.
-// Rank 0 prints the largest of each over the ranks, the median step time, and the largest over the
-// ranks of what the formula predicts for the steady state, with P the parameters' bytes and S the
-// bytes of the parameters the rank owns (about P/N):
+// whole parameters, so a model of one dominant matrix could not be balanced), batch 64 per rank.
+// Each rank measures its resident memory (VmRSS, after malloc_trim so that freed memory is not
+// counted) before building the model, and after the last step (the steady state between
+// iterations), and its peak (VmHWM); the differences are the training's. Rank 0 prints the largest
+// of each over the ranks, the median step time, and the largest over the ranks of what the formula
+// predicts for the steady state, with P the parameters' bytes and S the bytes of the parameters the
+// rank owns (about P/N):
 //   --zero 0   P (parameters) + P (gradients) + P (DDP's buckets) + 2P (Adam's two moments)
 //   --zero 1   P + P + P + 2S
 //   --zero 2   P + S (the gradients this rank owns) + 2S (no buckets between iterations)
@@ -55,7 +56,8 @@ Options parse(int argc, char** argv) {
     } else if (key == "--layers" && value > 0) {
       o.layers = static_cast<int>(value);
     } else {
-      throw std::invalid_argument("usage: ddp_memory [--zero 0|1|2] [--iters N] [--hidden H] [--layers L]");
+      throw std::invalid_argument(
+          "usage: ddp_memory [--zero 0|1|2] [--iters N] [--hidden H] [--layers L]");
     }
   }
   return o;
@@ -83,8 +85,9 @@ double resident_bytes() {
 
 // The largest of `value` over the group.
 double group_max(lockstep::ProcessGroup& group, double value) {
-  group.all_reduce(lockstep::BufferView{&value, 1, lockstep::DType::f64},
-                   {.op = lockstep::ReduceOp::max})
+  group
+      .all_reduce(lockstep::BufferView{&value, 1, lockstep::DType::f64},
+                  {.op = lockstep::ReduceOp::max})
       ->wait();
   return value;
 }
@@ -111,8 +114,8 @@ int run(const Options& o) {
   if (o.zero == 0) {
     whole = adam(net->parameters());
   } else {
-    sharded = std::make_unique<lockstep::torch::ZeroRedundancyOptimizer>(net->parameters(), group,
-                                                                         adam);
+    sharded =
+        std::make_unique<lockstep::torch::ZeroRedundancyOptimizer>(net->parameters(), group, adam);
     if (o.zero == 2) ddp.shard_gradients(*sharded);
   }
   const torch::Tensor x = torch::randn({64, 784});
@@ -142,8 +145,9 @@ int run(const Options& o) {
     if (sharded && sharded->owner(i) == group->rank()) owned += bytes;
   }
   const double n = group->size();
-  const double formula =
-      group_max(*group, o.zero == 0 ? 5 * p : o.zero == 1 ? 3 * p + 2 * owned : p + 3 * owned);
+  const double formula = group_max(*group, o.zero == 0   ? 5 * p
+                                           : o.zero == 1 ? 3 * p + 2 * owned
+                                                         : p + 3 * owned);
   if (group->rank() == 0) {
     std::printf(
         "ddp_memory: world %d, zero %d, %.1fM parameters (P = %.0f MB): per rank steady %.0f MB "

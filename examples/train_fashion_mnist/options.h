@@ -19,12 +19,12 @@ struct Options {
   bool resume = false;
   size_t checkpoint_every = 0;  // also checkpoint every N steps within an epoch; 0: epoch ends only
   std::string save_weights;     // rank 0 writes the final parameters and buffers here (raw bytes)
-  size_t subset = 0;     // 0: the whole training set
-  size_t max_steps = 0;  // per epoch; 0: the whole epoch (for benchmarks)
-  int threads = 1;       // intra-op threads per rank
+  size_t subset = 0;            // 0: the whole training set
+  size_t max_steps = 0;         // per epoch; 0: the whole epoch (for benchmarks)
+  int threads = 1;              // intra-op threads per rank
   uint64_t seed = 0;
   std::string backend = "auto";
-  int zero = 0;         // 0: a replicated optimizer; 1: ZeRO-1 (sharded state); 2: ZeRO-2 (+ gradients)
+  int zero = 0;  // 0: a replicated optimizer; 1: ZeRO-1 (sharded state); 2: ZeRO-2 (+ gradients)
   bool uneven = false;  // rank r trains on a share of weight r + 1 of each epoch, under a Join
   bool help = false;
 };

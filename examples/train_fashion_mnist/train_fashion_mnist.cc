@@ -168,8 +168,8 @@ class Checkpoint {
       whole_ = {.model = net.ptr().get(), .optimizer = optimizer.whole.get(), .sampler = &sampler};
     } else {
       path_ = (std::filesystem::path(o.checkpoint_dir) / "fashion_mnist.sharded").string();
-      sharded_ = {.model = net.ptr().get(), .optimizer = optimizer.sharded.get(),
-                  .sampler = &sampler};
+      sharded_ = {
+          .model = net.ptr().get(), .optimizer = optimizer.sharded.get(), .sampler = &sampler};
     }
   }
   const std::string& path() const { return path_; }
@@ -178,8 +178,9 @@ class Checkpoint {
   // `epoch_done`: at.epoch is finished. `root` writes the file (--zero 0).
   void save(lockstep::ProcessGroup& group, const Position& at, bool epoch_done, int root = 0) {
     std::vector<double> sums(2 * static_cast<size_t>(group.size()));
-    group.all_gather(lockstep::ConstBufferView(at.sums.data(), 2, lockstep::DType::f64),
-                     lockstep::view(sums))
+    group
+        .all_gather(lockstep::ConstBufferView(at.sums.data(), 2, lockstep::DType::f64),
+                    lockstep::view(sums))
         ->wait();
     auto& c = counters();
     c = {{"epoch", at.epoch},
@@ -412,13 +413,16 @@ int train(const Options& o) {
     }
     std::printf("%d rank(s) (%s backend), %zu per batch, %s\n", group->size(),
                 group->backend_name().c_str(), o.batch_size,
-                o.zero == 0 ? "whole optimizer" : o.zero == 1 ? "ZeRO-1" : "ZeRO-2");
+                o.zero == 0   ? "whole optimizer"
+                : o.zero == 1 ? "ZeRO-1"
+                              : "ZeRO-2");
     std::fflush(stdout);
     std::filesystem::create_directories(o.checkpoint_dir);
   }
   for (; at.epoch < o.epochs; at = Position{.epoch = at.epoch + 1}) {
-    EpochResult r = o.uneven ? train_uneven_epoch(o, train_set, ddp, optimizer, *group, checkpoint, at)
-                             : train_epoch(o, loader, ddp, optimizer, *group, checkpoint, at);
+    EpochResult r = o.uneven
+                        ? train_uneven_epoch(o, train_set, ddp, optimizer, *group, checkpoint, at)
+                        : train_epoch(o, loader, ddp, optimizer, *group, checkpoint, at);
     r.test_accuracy = evaluate(net, test, *group);
     if (o.uneven && optimizer.whole) {
       // [Uneven] The last rank's optimizer state, which kept stepping, goes to every rank.

@@ -54,8 +54,7 @@ std::string order_mismatch(const MessageHeader& got, const HeaderCheck& c) {
                           kind_text(got.kind, got.variable != 0), ", rank ", c.rank, " called ",
                           kind_text(op.kind, op.variable),
                           ". Fix: call the same variant on every rank");
-  if (got.kind != wire_kind(op.kind))
-    return order_mismatch_text(c.peer, theirs, c.rank, op.name());
+  if (got.kind != wire_kind(op.kind)) return order_mismatch_text(c.peer, theirs, c.rank, op.name());
   return detail::concat(op.name(), ": rank ", c.peer, " is at ", theirs, ", rank ", c.rank, " at #",
                         op.seq, ": one rank skipped or added an op. Fix: every rank ",
                         "must issue the same number of collectives (and of sends/recvs per pair)");

@@ -63,7 +63,8 @@ class ProcessGroupLockstep : public ::c10d::Backend {
   const std::string getBackendName() const override { return "lockstep"; }
   // lockstep's backend in use: "shm", "tcp", "hier", ...
   const std::string& lockstep_backend() const;
-  // [Coalescing]; batch_isend_irecv then coalesces too. No `override`: torch 2.4 has no such virtual.
+  // [Coalescing]; batch_isend_irecv then coalesces too. No `override`: torch 2.4 has no such
+  // virtual.
   bool supportsCoalescing() const { return true; }
 
   Ptr<Work> broadcast(Tensors& tensors, const ::c10d::BroadcastOptions& opts) override;
@@ -112,7 +113,7 @@ class ProcessGroupLockstep : public ::c10d::Backend {
   // The lockstep group; InvalidArgument after shutdown().
   lockstep::ProcessGroup& group() const;
 
-  std::string name_;  // lockstep's name of the group
+  std::string name_;                               // lockstep's name of the group
   std::shared_ptr<lockstep::ProcessGroup> group_;  // null after shutdown()
   uint64_t collectives_ = 0;  // collectives issued (the same on every rank when they agree)
   bool coalescing_ = false;

@@ -47,9 +47,9 @@ int run_as_rank(const bench::BenchOptions& options) {
     throw ConfigError(std::string(e.what()) +
                       "\n(or let lockstep bench start local ranks: lockstep bench --nranks N)");
   }
-  const size_t wrong_rows =
-      backends.size() > 1 ? bench::run_comparison(groups_for(pg, backends), options, stdout)
-                          : bench::run_benchmark(*pg, options, stdout);
+  const size_t wrong_rows = backends.size() > 1
+                                ? bench::run_comparison(groups_for(pg, backends), options, stdout)
+                                : bench::run_benchmark(*pg, options, stdout);
   if (wrong_rows == 0) return 0;
   if (pg->rank() == 0)
     std::fprintf(stderr,

@@ -12,8 +12,8 @@ namespace {
 
 std::string header(const std::vector<std::shared_ptr<ProcessGroup>>& groups, const OpParams& p) {
   const int n = groups[0]->size();
-  std::string line = detail::concat("# ", bench_op_name(p.op), ": ", n, " ranks, dtype ",
-                                    dtype_name(p.dtype));
+  std::string line =
+      detail::concat("# ", bench_op_name(p.op), ": ", n, " ranks, dtype ", dtype_name(p.dtype));
   if (bench_op_reduces(p.op)) line += detail::concat(", reduce op ", reduce_op_name(p.reduce_op));
   if (bench_op_rooted(p.op)) line += detail::concat(", root ", p.root);
   char buf[160];
@@ -98,8 +98,10 @@ size_t run_comparison(const std::vector<std::shared_ptr<ProcessGroup>>& groups,
   for (size_t i = 0; i < options.ops.size(); ++i) {
     if (first.rank() == 0 && i > 0) std::fputs("#\n", out);
     wrong_rows += run_table(groups,
-                            {.op = options.ops[i], .dtype = options.dtype,
-                             .reduce_op = options.reduce_op, .root = options.root},
+                            {.op = options.ops[i],
+                             .dtype = options.dtype,
+                             .reduce_op = options.reduce_op,
+                             .root = options.root},
                             options, out);
   }
   std::fflush(out);

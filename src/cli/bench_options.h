@@ -31,10 +31,9 @@ enum class BenchOp : uint8_t {
 };
 
 inline constexpr BenchOp kAllBenchOps[] = {
-    BenchOp::all_reduce, BenchOp::broadcast,      BenchOp::reduce,
-    BenchOp::all_gather, BenchOp::reduce_scatter, BenchOp::all_to_all,
-    BenchOp::gather,     BenchOp::scatter,        BenchOp::sendrecv,
-    BenchOp::pingpong};
+    BenchOp::all_reduce,     BenchOp::broadcast,  BenchOp::reduce, BenchOp::all_gather,
+    BenchOp::reduce_scatter, BenchOp::all_to_all, BenchOp::gather, BenchOp::scatter,
+    BenchOp::sendrecv,       BenchOp::pingpong};
 
 std::string_view bench_op_name(BenchOp op);
 // Whether the op combines values with a ReduceOp (all_reduce, reduce, reduce_scatter).

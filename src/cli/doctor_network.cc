@@ -154,8 +154,10 @@ void check_refusals(const std::string& host, int port, milliseconds timeout, Rep
     return;
   }
   report.problem("refusals",
-                 concat(refused.count, " connection(s) to this job were refused for not proving "
-                        "its secret; the last: ", refused.last),
+                 concat(refused.count,
+                        " connection(s) to this job were refused for not proving "
+                        "its secret; the last: ",
+                        refused.last),
                  "if no rank of yours was started with another secret, someone else reaches this "
                  "job's ports: the refusing ranks' INFO log lines name each address");
 }

@@ -12,8 +12,8 @@
 #include "cli/doctor_peers.h"
 #include "cli/doctor_verdicts.h"
 #include "lockstep/core/error.h"
-#include "lockstep/store/tcp_store.h"
 #include "lockstep/core/settings.h"
+#include "lockstep/store/tcp_store.h"
 
 namespace lockstep::cli::doctor {
 namespace {
@@ -89,8 +89,8 @@ std::function<void()> check_nodes(const Job& job, std::chrono::milliseconds prob
     return nothing;
   }
   PeerOptions o;
-  o.prefix = launcher_store ? concat("lockstep/doctor/", setting_or(LiveSetting::run_id, "run"), "/",
-                                     setting_or(LiveSetting::attempt, "0"), "/")
+  o.prefix = launcher_store ? concat("lockstep/doctor/", setting_or(LiveSetting::run_id, "run"),
+                                     "/", setting_or(LiveSetting::attempt, "0"), "/")
                             : std::string("lockstep/doctor/");
   o.nodes = job.nodes;
   o.node_rank = job.node_rank;

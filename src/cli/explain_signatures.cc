@@ -297,7 +297,8 @@ std::string find_signatures_file(const std::string& override_path) {
     tried += "\n  " + c.lexically_normal().string();
   }
   throw ConfigError(concat("cannot find ", kFileName, "; looked in:", tried,
-                           "\nInstall lockstep (cmake --install), or point ", setting_name(LiveSetting::explain_signatures),
+                           "\nInstall lockstep (cmake --install), or point ",
+                           setting_name(LiveSetting::explain_signatures),
                            " (or --signatures) at the file (data/", kFileName,
                            " in the source tree)"));
 }

@@ -20,7 +20,8 @@ constexpr Subcommand kSubcommands[] = {
     {"bench", lockstep::cli::bench_command, "benchmark collectives, nccl-tests style"},
     {"doctor", lockstep::cli::doctor_command, "check a job's environment before it starts"},
     {"explain", lockstep::cli::explain_command, "explain the failures in a log, with fixes"},
-    {"trace", lockstep::cli::trace_command, "merge flight-recorder dumps into a timeline and a verdict"},
+    {"trace", lockstep::cli::trace_command,
+     "merge flight-recorder dumps into a timeline and a verdict"},
 };
 
 void usage(std::FILE* out) {

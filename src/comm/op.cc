@@ -8,17 +8,28 @@ namespace lockstep {
 
 std::string_view op_kind_name(OpKind kind) {
   switch (kind) {
-    case OpKind::broadcast: return "broadcast";
-    case OpKind::all_reduce: return "all_reduce";
-    case OpKind::reduce: return "reduce";
-    case OpKind::all_gather: return "all_gather";
-    case OpKind::gather: return "gather";
-    case OpKind::scatter: return "scatter";
-    case OpKind::reduce_scatter: return "reduce_scatter";
-    case OpKind::all_to_all: return "all_to_all";
-    case OpKind::barrier: return "barrier";
-    case OpKind::send: return "send";
-    case OpKind::recv: return "recv";
+    case OpKind::broadcast:
+      return "broadcast";
+    case OpKind::all_reduce:
+      return "all_reduce";
+    case OpKind::reduce:
+      return "reduce";
+    case OpKind::all_gather:
+      return "all_gather";
+    case OpKind::gather:
+      return "gather";
+    case OpKind::scatter:
+      return "scatter";
+    case OpKind::reduce_scatter:
+      return "reduce_scatter";
+    case OpKind::all_to_all:
+      return "all_to_all";
+    case OpKind::barrier:
+      return "barrier";
+    case OpKind::send:
+      return "send";
+    case OpKind::recv:
+      return "recv";
   }
   return "unknown";
 }
@@ -28,7 +39,8 @@ uint64_t Op::agreed_bytes() const {
   switch (kind) {
     case OpKind::broadcast:
     case OpKind::all_reduce:
-    case OpKind::reduce: return count * es;
+    case OpKind::reduce:
+      return count * es;
     case OpKind::all_gather:
     case OpKind::gather:
     case OpKind::scatter:
@@ -39,7 +51,8 @@ uint64_t Op::agreed_bytes() const {
     case OpKind::all_to_all:
     case OpKind::barrier:
     case OpKind::send:
-    case OpKind::recv: return 0;
+    case OpKind::recv:
+      return 0;
   }
   return 0;
 }
@@ -82,7 +95,8 @@ std::string Op::describe() const {
     case OpKind::reduce_scatter:
       d += ", " + std::string(reduce_op_name(reduce_op));
       break;
-    default: break;
+    default:
+      break;
   }
   if (kind == OpKind::broadcast || kind == OpKind::reduce || kind == OpKind::gather ||
       kind == OpKind::scatter)

@@ -16,8 +16,17 @@
 namespace lockstep {
 
 enum class OpKind : uint8_t {
-  broadcast, all_reduce, reduce, all_gather, gather, scatter, reduce_scatter, all_to_all,
-  barrier, send, recv
+  broadcast,
+  all_reduce,
+  reduce,
+  all_gather,
+  gather,
+  scatter,
+  reduce_scatter,
+  all_to_all,
+  barrier,
+  send,
+  recv
 };
 std::string_view op_kind_name(OpKind kind);
 inline bool is_p2p(OpKind kind) {
@@ -31,8 +40,7 @@ inline constexpr uint32_t kSideExchangeTag = 0x51de;
 
 // "rank 1 is in broadcast #0 while rank 0 is in all_reduce #0: the ranks called collectives in a
 // different order. Fix: ...": the one wording of an order mismatch, whichever check finds it.
-std::string order_mismatch_text(int peer, std::string_view theirs, int rank,
-                                std::string_view mine);
+std::string order_mismatch_text(int peer, std::string_view theirs, int rank, std::string_view mine);
 
 // LOCKSTEP_DEBUG=DETAIL (src/debug/issue_order.h): how many collectives the issuing thread had
 // issued on another group, one that shares at least two ranks with the op's group, before the op.
@@ -55,8 +63,8 @@ struct Op {
   uint64_t seq = 0;  // collectives: the group's sequence number; send/recv: per pair and direction
   DType dtype = DType::f32;
   ReduceOp reduce_op = ReduceOp::sum;
-  int root = 0;      // broadcast/reduce/gather/scatter
-  int peer = -1;     // send/recv
+  int root = 0;   // broadcast/reduce/gather/scatter
+  int peer = -1;  // send/recv
   uint32_t tag = 0;
   Algorithm algorithm = Algorithm::automatic;
   const void* input = nullptr;

@@ -14,15 +14,16 @@ void rank_in_group(std::string_view op, std::string_view what, int rank, int siz
 void reducible(std::string_view op, DType dtype, ReduceOp reduce_op) {
   if (reduce_op_supports(reduce_op, dtype)) return;
   if (dtype == DType::boolean)
-    throw InvalidArgument(detail::concat(op, ": cannot reduce bool elements (", reduce_op_name(reduce_op),
+    throw InvalidArgument(detail::concat(op, ": cannot reduce bool elements (",
+                                         reduce_op_name(reduce_op),
                                          "); use u8 with max (or) / min (and)"));
   throw InvalidArgument(detail::concat(op, ": reduce op ", reduce_op_name(reduce_op),
                                        " needs an integer dtype, got ", dtype_name(dtype)));
 }
 
 void has_data(std::string_view op, std::string_view what, ConstBufferView v) {
-  LOCKSTEP_ENFORCE(v.count == 0 || v.data != nullptr, InvalidArgument, op, ": ", what,
-                   " has ", v.count, " elements but a null data pointer");
+  LOCKSTEP_ENFORCE(v.count == 0 || v.data != nullptr, InvalidArgument, op, ": ", what, " has ",
+                   v.count, " elements but a null data pointer");
 }
 
 void same_dtype(std::string_view op, ConstBufferView input, ConstBufferView output) {

@@ -39,8 +39,8 @@ struct WorkState {
   // Someone saw the outcome: wait, exception() or a callback. Atomic: once done, wait() and the
   // handle's destruction read and write it without the lock (the fast path of a finished op).
   std::atomic<bool> observed{false};
-  bool handle_alive = true;    // the caller's Work still exists
-  int source_rank = -1;        // a recv from any source: the rank it received from
+  bool handle_alive = true;          // the caller's Work still exists
+  int source_rank = -1;              // a recv from any source: the rank it received from
   std::weak_ptr<WaitPoller> poller;  // see work_access.h; may be empty
 };
 
@@ -109,9 +109,13 @@ void WorkAccess::complete(const WorkCompletion& s, std::exception_ptr error) {
   for (auto& fn : callbacks) fn(s->error);
 }
 
-const std::string& WorkAccess::description(const WorkCompletion& s) { return s->description(); }
+const std::string& WorkAccess::description(const WorkCompletion& s) {
+  return s->description();
+}
 
-void WorkAccess::mark_progress_thread() { on_progress_thread = true; }
+void WorkAccess::mark_progress_thread() {
+  on_progress_thread = true;
+}
 
 void WorkAccess::set_source_rank(const WorkCompletion& s, int rank) {
   std::lock_guard<std::mutex> lock(s->mu);
@@ -120,8 +124,7 @@ void WorkAccess::set_source_rank(const WorkCompletion& s, int rank) {
 
 }  // namespace detail
 
-Work::Work(detail::WorkKey, std::shared_ptr<detail::WorkState> state)
-    : state_(std::move(state)) {}
+Work::Work(detail::WorkKey, std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
 
 Work::~Work() {
   if (state_->done.load(std::memory_order_acquire)) {
@@ -142,9 +145,13 @@ Work::~Work() {
   if (state_->done && state_->error && !state_->observed) detail::log_unobserved(*state_);
 }
 
-bool Work::is_completed() const { return state_->done.load(std::memory_order_acquire); }
+bool Work::is_completed() const {
+  return state_->done.load(std::memory_order_acquire);
+}
 
-const std::string& Work::description() const { return state_->description(); }
+const std::string& Work::description() const {
+  return state_->description();
+}
 
 int Work::source_rank() const {
   std::lock_guard<std::mutex> lock(state_->mu);
@@ -154,8 +161,7 @@ int Work::source_rank() const {
 void Work::wait(std::chrono::milliseconds timeout) {
   if (!state_->done.load(std::memory_order_acquire)) {
     if (auto poller = state_->poller.lock())
-      poller->poll_while(
-          [s = state_.get()] { return s->done.load(std::memory_order_acquire); });
+      poller->poll_while([s = state_.get()] { return s->done.load(std::memory_order_acquire); });
   }
   if (state_->done.load(std::memory_order_acquire)) {  // error was set before done: final
     // Relaxed: only this handle's own destruction reads it now, on this thread or after a

@@ -16,6 +16,8 @@ inline uint64_t fnv1a(const void* data, size_t bytes) {
   return h;
 }
 
-inline uint64_t fnv1a(std::string_view text) { return fnv1a(text.data(), text.size()); }
+inline uint64_t fnv1a(std::string_view text) {
+  return fnv1a(text.data(), text.size());
+}
 
 }  // namespace lockstep

@@ -15,10 +15,14 @@ std::atomic<int> g_rank{-1};
 
 const char* level_name(LogLevel level) {
   switch (level) {
-    case LogLevel::debug: return "debug";
-    case LogLevel::info: return "info";
-    case LogLevel::warning: return "warning";
-    case LogLevel::error: return "error";
+    case LogLevel::debug:
+      return "debug";
+    case LogLevel::info:
+      return "info";
+    case LogLevel::warning:
+      return "warning";
+    case LogLevel::error:
+      return "error";
   }
   return "?";
 }
@@ -34,7 +38,9 @@ bool enabled(LogLevel level) {
 
 }  // namespace
 
-void set_log_rank(int rank) { g_rank.store(rank); }
+void set_log_rank(int rank) {
+  g_rank.store(rank);
+}
 
 void log_line(LogLevel level, const std::string& message) {
   if (!enabled(level)) return;

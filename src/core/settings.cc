@@ -20,9 +20,8 @@ std::chrono::milliseconds parse_seconds(const char* name, const char* text) {
   char* end = nullptr;
   double seconds = std::strtod(text, &end);
   if (end == text || *end != '\0' || !(seconds > 0) || seconds > 1e9)
-    throw ConfigError(detail::concat(name, "='", text,
-                                     "' is not a positive number of seconds (e.g. ", name,
-                                     "=300)"));
+    throw ConfigError(detail::concat(
+        name, "='", text, "' is not a positive number of seconds (e.g. ", name, "=300)"));
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0));
 }
 
@@ -30,8 +29,8 @@ int parse_positive(const char* name, const char* text) {
   char* end = nullptr;
   long value = std::strtol(text, &end, 10);
   if (end == text || *end != '\0' || value < 1 || value > (1L << 30))
-    throw ConfigError(detail::concat(name, "='", text, "' is not a positive integer (e.g. ", name,
-                                     "=100)"));
+    throw ConfigError(
+        detail::concat(name, "='", text, "' is not a positive integer (e.g. ", name, "=100)"));
   return static_cast<int>(value);
 }
 
@@ -47,7 +46,8 @@ DebugLevel parse_debug(const char* text) {
 
 Settings parse_settings(const char* (*getenv_fn)(const char*)) {
   Settings s;
-  if (const char* v = getenv_fn("LOCKSTEP_TIMEOUT")) s.timeout = parse_seconds("LOCKSTEP_TIMEOUT", v);
+  if (const char* v = getenv_fn("LOCKSTEP_TIMEOUT"))
+    s.timeout = parse_seconds("LOCKSTEP_TIMEOUT", v);
   if (const char* v = getenv_fn("LOCKSTEP_DEBUG")) s.debug = parse_debug(v);
   if (const char* v = getenv_fn("LOCKSTEP_DEBUG_EVERY"))
     s.debug_every = parse_positive("LOCKSTEP_DEBUG_EVERY", v);
@@ -61,7 +61,7 @@ Settings parse_settings(const char* (*getenv_fn)(const char*)) {
     s.stall_warning = parse_seconds("LOCKSTEP_STALL_WARNING_S", v);
   if (const char* v = getenv_fn("LOCKSTEP_LINK_TIMEOUT"))
     s.link_timeout = std::string_view(v) == "0" ? std::chrono::milliseconds(0)
-                                                 : parse_seconds("LOCKSTEP_LINK_TIMEOUT", v);
+                                                : parse_seconds("LOCKSTEP_LINK_TIMEOUT", v);
   if (const char* v = getenv_fn("LOCKSTEP_NCCL_NONBLOCKING")) {
     std::string_view t(v);
     if (t != "0" && t != "1")
@@ -72,24 +72,33 @@ Settings parse_settings(const char* (*getenv_fn)(const char*)) {
 }
 
 const Settings& settings() {
-  static const Settings s = parse_settings([](const char* name) -> const char* {
-    return std::getenv(name);
-  });
+  static const Settings s =
+      parse_settings([](const char* name) -> const char* { return std::getenv(name); });
   return s;
 }
 
 const char* setting_name(LiveSetting setting) {
   switch (setting) {
-    case LiveSetting::secret: return "LOCKSTEP_SECRET";
-    case LiveSetting::secret_file: return "LOCKSTEP_SECRET_FILE";
-    case LiveSetting::host_id: return "LOCKSTEP_HOST_ID";
-    case LiveSetting::python: return "LOCKSTEP_PYTHON";
-    case LiveSetting::explain_signatures: return "LOCKSTEP_EXPLAIN_SIGNATURES";
-    case LiveSetting::store_addr: return "LOCKSTEP_STORE_ADDR";
-    case LiveSetting::store_port: return "LOCKSTEP_STORE_PORT";
-    case LiveSetting::run_id: return "LOCKSTEP_RUN_ID";
-    case LiveSetting::attempt: return "LOCKSTEP_ATTEMPT";
-    case LiveSetting::timeout: return "LOCKSTEP_TIMEOUT";
+    case LiveSetting::secret:
+      return "LOCKSTEP_SECRET";
+    case LiveSetting::secret_file:
+      return "LOCKSTEP_SECRET_FILE";
+    case LiveSetting::host_id:
+      return "LOCKSTEP_HOST_ID";
+    case LiveSetting::python:
+      return "LOCKSTEP_PYTHON";
+    case LiveSetting::explain_signatures:
+      return "LOCKSTEP_EXPLAIN_SIGNATURES";
+    case LiveSetting::store_addr:
+      return "LOCKSTEP_STORE_ADDR";
+    case LiveSetting::store_port:
+      return "LOCKSTEP_STORE_PORT";
+    case LiveSetting::run_id:
+      return "LOCKSTEP_RUN_ID";
+    case LiveSetting::attempt:
+      return "LOCKSTEP_ATTEMPT";
+    case LiveSetting::timeout:
+      return "LOCKSTEP_TIMEOUT";
   }
   return "";
 }

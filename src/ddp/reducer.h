@@ -93,8 +93,8 @@ struct ReducerStats {
   int64_t rebuilds = 0;          // 0 or 1
   int64_t buckets_launched = 0;  // in total
   int64_t early_launched = 0;    // launched from mark_ready / mark_unused, not finalize
-  int64_t shared_buckets = 0;    // current buckets in memory the group's peers map ([Bucket memory])
-  double wait_seconds = 0;       // in finalize, waiting for the Works: exposed communication
+  int64_t shared_buckets = 0;  // current buckets in memory the group's peers map ([Bucket memory])
+  double wait_seconds = 0;     // in finalize, waiting for the Works: exposed communication
 };
 
 class Reducer {
@@ -196,10 +196,10 @@ class Reducer {
   bool zero_contribution_ = false;          // in zero_iteration
 
   bool custom_hook_ = false;
-  std::vector<int> owners_;                      // [Sharded gradients]; empty: off
+  std::vector<int> owners_;                        // [Sharded gradients]; empty: off
   std::vector<std::vector<size_t>> shard_counts_;  // per bucket: its elements per owner rank
-  std::vector<size_t> shard_start_;              // per bucket: where this rank's segment starts
-  std::vector<Storage> received_;                // per bucket, launched: this rank's segment
+  std::vector<size_t> shard_start_;                // per bucket: where this rank's segment starts
+  std::vector<Storage> received_;                  // per bucket, launched: this rank's segment
 
   std::set<size_t> warned_;
   ReducerStats stats_;

@@ -40,7 +40,8 @@ std::vector<BucketSpec> Reducer::group_by_owner(std::vector<BucketSpec> buckets)
       at += params_[p].count;
       shard_counts_[b][static_cast<size_t>(owners_[p])] += params_[p].count;
     }
-    for (int r = 0; r < group_.rank(); ++r) shard_start_[b] += shard_counts_[b][static_cast<size_t>(r)];
+    for (int r = 0; r < group_.rank(); ++r)
+      shard_start_[b] += shard_counts_[b][static_cast<size_t>(r)];
   }
   return buckets;
 }

@@ -71,12 +71,12 @@ std::string record_of(const Op& op) {
 
 std::pair<Fingerprint, std::vector<PriorIssue>> decode_record(std::string_view record) {
   uint32_t length = 0;
-  LOCKSTEP_ENFORCE(record.size() >= sizeof length, Error,
-                   "fingerprint check: a ", record.size(), "-byte value is not a record");
+  LOCKSTEP_ENFORCE(record.size() >= sizeof length, Error, "fingerprint check: a ", record.size(),
+                   "-byte value is not a record");
   std::memcpy(&length, record.data(), sizeof length);
   record.remove_prefix(sizeof length);
-  LOCKSTEP_ENFORCE(length <= record.size(), Error, "fingerprint check: a record claims a ",
-                   length, "-byte fingerprint in ", record.size(), " bytes");
+  LOCKSTEP_ENFORCE(length <= record.size(), Error, "fingerprint check: a record claims a ", length,
+                   "-byte fingerprint in ", record.size(), " bytes");
   return {decode(record.substr(0, length)), decode_prior_issues(record.substr(length))};
 }
 
@@ -90,14 +90,13 @@ FingerprintCheck::FingerprintCheck(Backend& transport, std::shared_ptr<Store> st
       group_(std::move(group)),
       rank_(rank),
       size_(size) {
-  LOCKSTEP_ENFORCE(route_ == FingerprintRoute::backend || store_ != nullptr, ConfigError,
-                   "group '", group_, "': LOCKSTEP_DEBUG=DETAIL checks backend ",
-                   transport_.name(), "'s calls through the group's store, but the group has "
+  LOCKSTEP_ENFORCE(route_ == FingerprintRoute::backend || store_ != nullptr, ConfigError, "group '",
+                   group_, "': LOCKSTEP_DEBUG=DETAIL checks backend ", transport_.name(),
+                   "'s calls through the group's store, but the group has "
                    "none; unset LOCKSTEP_DEBUG or give the group a store");
 }
 
-void FingerprintCheck::exchange(const Op& op, int step, const void* mine, size_t bytes,
-                                void* all) {
+void FingerprintCheck::exchange(const Op& op, int step, const void* mine, size_t bytes, void* all) {
   Op x{.kind = OpKind::all_gather,
        .seq = op.seq,
        .dtype = DType::u8,

@@ -23,7 +23,6 @@ bool rooted(OpKind kind) {
          kind == OpKind::scatter;
 }
 
-
 // The clock as of the last timer tick (a few ns to read, against about 25 for the precise one on
 // a VM): good enough for when an op was queued, and never later than a precise reading after it.
 int64_t coarse_now_us() {

@@ -18,8 +18,8 @@ std::string describe(const Json& v) {
 }
 
 [[noreturn]] void wrong_type(std::string_view key, const char* expected, const Json& v) {
-  throw InvalidArgument(detail::concat("JSON: member \"", key, "\" must be ", expected,
-                                       ", found ", describe(v)));
+  throw InvalidArgument(
+      detail::concat("JSON: member \"", key, "\" must be ", expected, ", found ", describe(v)));
 }
 
 }  // namespace

@@ -106,8 +106,8 @@ std::vector<PriorIssue> decode_prior_issues(std::string_view bytes) {
   const auto n = take<uint32_t>(bytes);
   // Each entry takes at least 12 bytes: a count that does not fit is not a record.
   LOCKSTEP_ENFORCE(n <= bytes.size() / 12, Error,
-                   "fingerprint check: a record of prior issues claims ", n,
-                   " entries in ", bytes.size(), " bytes");
+                   "fingerprint check: a record of prior issues claims ", n, " entries in ",
+                   bytes.size(), " bytes");
   std::vector<PriorIssue> prior(n);
   for (PriorIssue& p : prior) {
     p.count = take<uint64_t>(bytes);

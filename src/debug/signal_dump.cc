@@ -49,13 +49,14 @@ void dump_all(int sig) {
   std::lock_guard<std::mutex> lock(state().mu);
   for (const Watchdog* w : state().live) {
     try {
-      std::string path = w->dump(detail::concat(
-          "stopped by signal ", sig, " (SIGTERM: e.g. the launcher stopped this rank after "
-          "another rank failed)"));
+      std::string path =
+          w->dump(detail::concat("stopped by signal ", sig,
+                                 " (SIGTERM: e.g. the launcher stopped this rank after "
+                                 "another rank failed)"));
       log_line(LogLevel::warning, "received SIGTERM; flight recorder dump: " + path);
     } catch (const std::exception& e) {
-      log_line(LogLevel::warning, std::string("received SIGTERM; no flight recorder dump: ") +
-                                      e.what());
+      log_line(LogLevel::warning,
+               std::string("received SIGTERM; no flight recorder dump: ") + e.what());
     }
   }
 }

@@ -21,7 +21,9 @@ std::optional<RankStatus> parse_status(const std::string& value) {
                     got == 5 ? kind : "", seq);
 }
 
-std::string op_text(const RankStatus& s) { return detail::concat(s.op_kind, " #", s.op_seq); }
+std::string op_text(const RankStatus& s) {
+  return detail::concat(s.op_kind, " #", s.op_seq);
+}
 
 // Where ranks that all entered #seq differ in what they run there: "" when they agree.
 std::string different_ops(const RankStatuses& statuses, uint64_t seq) {

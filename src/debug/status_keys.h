@@ -3,9 +3,9 @@
 //
 // Key "<group>/status/<rank>", value "<entered> <started> <completed>" (decimal counts of
 // collectives, see debug::Progress), then " <kind> <seq>" of the collective the rank runs now, if
-// any: ranks that all entered op #N but are in different collectives there are told apart. The watchdog publishes a rank's own key when its progress
-// has changed (a few times a second at most, never on the op path); a rank about to report a
-// timeout publishes first, then reads everyone's.
+// any: ranks that all entered op #N but are in different collectives there are told apart. The
+// watchdog publishes a rank's own key when its progress has changed (a few times a second at most,
+// never on the op path); a rank about to report a timeout publishes first, then reads everyone's.
 //
 // [Blame keys] A rank whose collective timed out while some ranks never entered it records whom
 // it waited for, so that the launcher can name the culprit rather than the first rank to give up:
@@ -52,9 +52,9 @@ std::string rank_list(const std::vector<int>& ranks);
 std::string describe_statuses(const RankStatuses& statuses, uint64_t seq);
 
 struct Blame {
-  int reporter = 0;          // global rank that timed out
+  int reporter = 0;           // global rank that timed out
   std::vector<int> culprits;  // global ranks that never entered the op
-  std::string op;            // the op's summary
+  std::string op;             // the op's summary
 };
 
 std::string blame_key(int reporter_global_rank);

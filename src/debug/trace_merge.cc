@@ -42,15 +42,20 @@ int64_t earliest_us(const std::vector<Dump>& dumps) {
 OrderedJson op_event(const OpRecord& r, int pid, int tid, int64_t dumped_us, int64_t t0) {
   int64_t begin = r.started_us > 0 ? r.started_us : r.enqueued_us;
   int64_t end = r.ended_us > 0 ? r.ended_us : std::max(dumped_us, begin);
-  OrderedJson args = {{"seq", r.seq},         {"op", r.op},       {"dtype", r.dtype},
-                      {"count", r.count},     {"bytes", r.bytes}, {"state", op_state_name(r.state)}};
+  OrderedJson args = {{"seq", r.seq},     {"op", r.op},       {"dtype", r.dtype},
+                      {"count", r.count}, {"bytes", r.bytes}, {"state", op_state_name(r.state)}};
   if (!r.reduce_op.empty()) args["reduce_op"] = r.reduce_op;
   if (r.root >= 0) args["root"] = r.root;
   if (r.peer >= 0) args["peer"] = r.peer;
   if (r.started_us > 0) args["queued_us"] = r.started_us - r.enqueued_us;
-  return {{"name", r.label()}, {"cat", r.op},       {"ph", "X"},
-          {"pid", pid},        {"tid", tid},        {"ts", begin - t0},
-          {"dur", std::max<int64_t>(end - begin, 1)}, {"args", std::move(args)}};
+  return {{"name", r.label()},
+          {"cat", r.op},
+          {"ph", "X"},
+          {"pid", pid},
+          {"tid", tid},
+          {"ts", begin - t0},
+          {"dur", std::max<int64_t>(end - begin, 1)},
+          {"args", std::move(args)}};
 }
 
 OrderedJson metadata(const char* name, int pid, int tid, const std::string& value) {
@@ -58,7 +63,8 @@ OrderedJson metadata(const char* name, int pid, int tid, const std::string& valu
 }
 
 OrderedJson sort_index(const char* name, int pid, int tid, int index) {
-  return {{"name", name}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"sort_index", index}}}};
+  return {
+      {"name", name}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"sort_index", index}}}};
 }
 
 }  // namespace
@@ -82,8 +88,7 @@ LoadedDumps load_dumps(const std::string& dir) {
     }
   }
   LoadedDumps out = parse_dumps(read);
-  out.problems.insert(out.problems.begin(), unreadable.problems.begin(),
-                      unreadable.problems.end());
+  out.problems.insert(out.problems.begin(), unreadable.problems.begin(), unreadable.problems.end());
   return out;
 }
 

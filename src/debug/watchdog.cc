@@ -37,7 +37,6 @@ milliseconds tick_interval(milliseconds stall, milliseconds timeout) {
   return std::clamp(std::min(stall / 4, timeout / 10), milliseconds(10), milliseconds(1'000));
 }
 
-
 }  // namespace
 
 Watchdog::Watchdog(WatchdogOptions options)
@@ -97,9 +96,8 @@ void Watchdog::publish_if_changed(bool force) {
 void Watchdog::blame(const std::vector<int>& missing, const std::string& op_summary) {
   Blame b{.reporter = options_.global_rank, .op = op_summary};
   for (int r : missing)
-    b.culprits.push_back(options_.global_ranks.empty()
-                             ? r
-                             : options_.global_ranks.at(static_cast<size_t>(r)));
+    b.culprits.push_back(
+        options_.global_ranks.empty() ? r : options_.global_ranks.at(static_cast<size_t>(r)));
   try {
     publish_blame(options_.report_store ? *options_.report_store : *options_.store, b);
   } catch (const std::exception&) {
@@ -116,7 +114,8 @@ std::string Watchdog::statuses_text(uint64_t seq, bool waiting_form, const std::
                           e.what(), ")");
   }
   if (!blamed_op.empty())
-    if (auto missing = ranks_not_entered(statuses, seq); !missing.empty()) blame(missing, blamed_op);
+    if (auto missing = ranks_not_entered(statuses, seq); !missing.empty())
+      blame(missing, blamed_op);
   if (!waiting_form) return describe_statuses(statuses, seq);
   std::vector<int> missing = ranks_not_entered(statuses, seq);
   std::string full = describe_statuses(statuses, seq);

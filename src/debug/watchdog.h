@@ -79,9 +79,9 @@ class Watchdog {
   std::chrono::milliseconds tick_;
 
   std::mutex publish_mu_;
-  Progress published_{~uint64_t{0}, 0, 0};  // last published; nothing yet
+  Progress published_{~uint64_t{0}, 0, 0};     // last published; nothing yet
   uint64_t published_running_ = ~uint64_t{0};  // the recorder id of the op it named
-  bool store_failed_ = false;               // logged once
+  bool store_failed_ = false;                  // logged once
 
   uint64_t warned_id_ = ~uint64_t{0};  // the op the warnings count refers to (thread only)
   int warnings_ = 0;

@@ -76,12 +76,13 @@ SharedBuffer ProcessGroup::allocate(size_t bytes, std::chrono::milliseconds time
   const std::vector<uint64_t> sizes =
       exchange_sizes(*impl_->config.store, impl_->config, index, bytes, timeout);
   for (uint64_t s : sizes)
-    LOCKSTEP_ENFORCE(s == sizes[0], MismatchError, "allocate #", index, " of group '", impl_->config.name,
-                     "': the ranks asked for different sizes (", sizes_text(sizes),
+    LOCKSTEP_ENFORCE(s == sizes[0], MismatchError, "allocate #", index, " of group '",
+                     impl_->config.name, "': the ranks asked for different sizes (",
+                     sizes_text(sizes),
                      "). Fix: every rank must call ProcessGroup::allocate with the same size, "
                      "in the same order");
-  LOCKSTEP_ENFORCE(bytes > 0, InvalidArgument, "allocate #", index, " of group '", impl_->config.name,
-                   "': 0 bytes; ask for at least 1");
+  LOCKSTEP_ENFORCE(bytes > 0, InvalidArgument, "allocate #", index, " of group '",
+                   impl_->config.name, "': 0 bytes; ask for at least 1");
   return impl_->backend->allocate(bytes, index, deadline);
 }
 

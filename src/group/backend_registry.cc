@@ -100,21 +100,22 @@ std::unique_ptr<Backend> create_backend(const GroupConfig& config) {
     if (name != b.name) continue;
     LOCKSTEP_ENFORCE(b.make, ConfigError, "group '", config.name, "': backend '", name,
                      "' is an optional component that this program does not link. Build "
-                     "lockstep where ", name == std::string("mpi") ? "MPI" : "CUDA and NCCL",
+                     "lockstep where ",
+                     name == std::string("mpi") ? "MPI" : "CUDA and NCCL",
                      " are found, and link lockstep::", name,
                      " (CMake: find_package(lockstep COMPONENTS ", name, "))");
     log_info("group '", config.name, "': rank ", config.rank, " of ", config.size, ", backend ",
              name);
     return b.make(config);
   }
-  throw ConfigError(detail::concat("unknown backend '", config.backend,
-                                   "'; available: ", known_names()));
+  throw ConfigError(
+      detail::concat("unknown backend '", config.backend, "'; available: ", known_names()));
 }
 
 std::unique_ptr<p2p::Channel> create_p2p_channel(const GroupConfig& config,
                                                  const std::string& backend) {
-  for (std::span<const BackendEntry> table : {std::span<const BackendEntry>(kBackends),
-                                               std::span<const BackendEntry>(kProcessBackends)})
+  for (std::span<const BackendEntry> table :
+       {std::span<const BackendEntry>(kBackends), std::span<const BackendEntry>(kProcessBackends)})
     for (const BackendEntry& b : table)
       if (backend == b.name) return b.make_channel ? b.make_channel(config) : nullptr;
   return nullptr;

@@ -36,15 +36,17 @@ std::shared_ptr<Store> open_tcp_store(const EnvRendezvous& rv, const EnvLookup& 
   bool host = rv.rank == 0 && !launcher_hosts_store(rv, env);
   if (rv.master_port == 0 && !host)
     throw ConfigError(detail::concat(
-        "init_process_group: rank ", rv.rank, " has MASTER_PORT=0, but only the process that hosts "
+        "init_process_group: rank ", rv.rank,
+        " has MASTER_PORT=0, but only the process that hosts "
         "the store (rank 0) can pick a free port; the others need the real port. Use `lockstep run "
         "--master-port 0`, which picks one and passes it to every rank"));
   std::shared_ptr<TcpStore> store;
   try {
-    store = std::make_shared<TcpStore>(TcpStoreOptions{.host = rv.master_addr,
-                                                       .port = static_cast<uint16_t>(rv.master_port),
-                                                       .is_server = host,
-                                                       .timeout = timeout});
+    store =
+        std::make_shared<TcpStore>(TcpStoreOptions{.host = rv.master_addr,
+                                                   .port = static_cast<uint16_t>(rv.master_port),
+                                                   .is_server = host,
+                                                   .timeout = timeout});
   } catch (const AuthError& e) {
     throw AuthError(detail::concat("rank ", rv.rank, ": ", e.what()));
   }
@@ -123,7 +125,8 @@ void join(Store& store, const std::string& group, const EnvRendezvous& rv, milli
   auto missing = [&] {
     std::string text;
     for (int r = 0; r < rv.world_size; ++r)
-      if (!store.check({keys[static_cast<size_t>(r)]})) text += (text.empty() ? "" : ", ") + std::to_string(r);
+      if (!store.check({keys[static_cast<size_t>(r)]}))
+        text += (text.empty() ? "" : ", ") + std::to_string(r);
     return text;
   };
   RefusalWatch refusals(store, own_store);
@@ -134,18 +137,20 @@ void join(Store& store, const std::string& group, const EnvRendezvous& rv, milli
       return;
     } catch (const TimeoutError&) {
       if (auto refused = refusals.overdue()) {
-        throw ConfigError(detail::concat(
-            "init_process_group: ranks [", missing(), "] of ", rv.world_size,
-            " have not joined, and the store turned a process away (", *refused, ") ",
-            kRefusalGrace.count() / 1000.0, " s ago: was a missing rank started with another "
-            "secret, or without one? Give every rank the same LOCKSTEP_SECRET or "
-            "LOCKSTEP_SECRET_FILE (lockstep run passes its own)"));
+        throw ConfigError(
+            detail::concat("init_process_group: ranks [", missing(), "] of ", rv.world_size,
+                           " have not joined, and the store turned a process away (", *refused,
+                           ") ", kRefusalGrace.count() / 1000.0,
+                           " s ago: was a missing rank started with another "
+                           "secret, or without one? Give every rank the same LOCKSTEP_SECRET or "
+                           "LOCKSTEP_SECRET_FILE (lockstep run passes its own)"));
       }
       if (deadline.expired()) {
-        throw TimeoutError(detail::concat(
-            "init_process_group: ranks [", missing(), "] of ", rv.world_size, " never joined within ",
-            timeout.count() / 1000.0, " s. Did they start, with the same MASTER_ADDR/MASTER_PORT (or "
-            "LOCKSTEP_STORE_ADDR/_PORT)?"));
+        throw TimeoutError(
+            detail::concat("init_process_group: ranks [", missing(), "] of ", rv.world_size,
+                           " never joined within ", timeout.count() / 1000.0,
+                           " s. Did they start, with the same MASTER_ADDR/MASTER_PORT (or "
+                           "LOCKSTEP_STORE_ADDR/_PORT)?"));
       }
     }
   }
@@ -170,7 +175,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   EnvLookup env = process_env();
   EnvRendezvous rv = read_rendezvous(options, env);
   set_log_rank(rv.rank);
-  std::shared_ptr<Store> store = options.store ? options.store : open_store(options, rv, env, timeout);
+  std::shared_ptr<Store> store =
+      options.store ? options.store : open_store(options, rv, env, timeout);
   const bool own_store = !options.store && !launcher_hosts_store(rv, env) &&
                          !env("LOCKSTEP_RESTART_COUNT") && !rv.master_addr.empty();
   join(*store, options.group_name, rv, timeout, own_store);
@@ -185,9 +191,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
                      .local_world_size = rv.local_world_size,
                      .secret = job_secret_from_environment()};
   log_info("init_process_group: rank ", rv.rank, " of ", rv.world_size, " (", rv.source,
-           "), store ", store_text(options, rv, env), rv.derived.empty() ? "" : " (",
-           rv.derived, rv.derived.empty() ? "" : ")", ", advertising ",
-           config.advertise_address);
+           "), store ", store_text(options, rv, env), rv.derived.empty() ? "" : " (", rv.derived,
+           rv.derived.empty() ? "" : ")", ", advertising ", config.advertise_address);
   return std::make_shared<ProcessGroup>(std::move(config));
 }
 

@@ -74,11 +74,11 @@ void ProcessGroup::Impl::close_p2p(const std::string& failure) {
   if (!p2p) return;
   const std::string here = detail::concat("rank ", config.rank,
                                           " destroyed its process group while this op was pending");
-  const std::string peers =
-      failure.empty()
-          ? detail::concat("rank ", config.rank, " destroyed its process group (it posted no "
-                           "more sends or recvs for this rank)")
-          : failure;
+  const std::string peers = failure.empty()
+                                ? detail::concat("rank ", config.rank,
+                                                 " destroyed its process group (it posted no "
+                                                 "more sends or recvs for this rank)")
+                                : failure;
   // No bye to the ranks of a host the collectives found unreachable: it would wait out the
   // linger in a connect (a partitioned job's node exited 2 s after its rank's error).
   const std::vector<int> unreachable = backend->unreachable_ranks();
@@ -148,9 +148,9 @@ WorkPtr ProcessGroup::Impl::enqueue_p2p(std::span<Op> ops, std::chrono::millisec
   if (batch) {
     std::string names;
     for (const Op& op : ops) names += (names.empty() ? "" : ", ") + op.name();
-    description = detail::concat("batch_isend_irecv #", p2p_batches++, " (",
-                                 engine ? names : std::to_string(ops.size()) + " sends and recvs",
-                                 ")");
+    description =
+        detail::concat("batch_isend_irecv #", p2p_batches++, " (",
+                       engine ? names : std::to_string(ops.size()) + " sends and recvs", ")");
   }
   if (!engine) {
     const Deadline deadline = Deadline::after(timeout.count() < 0 ? config.timeout : timeout);
@@ -201,9 +201,9 @@ WorkPtr ProcessGroup::recv_any(BufferView output, const P2POptions& o) {
                    " cannot receive from any source; use recv with a source rank");
   const P2POp p = P2POp::recv(output, 0, o.tag);
   const ConstBufferView buffer = impl_->check_p2p(p, true);
-  LOCKSTEP_ENFORCE(!buffer.device.is_cuda() || buffer.count == 0, InvalidArgument,
-                   "recv: rank ", rank(), " passed a ", device_name(buffer.device),
-                   " buffer, but backend ", backend_name(),
+  LOCKSTEP_ENFORCE(!buffer.device.is_cuda() || buffer.count == 0, InvalidArgument, "recv: rank ",
+                   rank(), " passed a ", device_name(buffer.device), " buffer, but backend ",
+                   backend_name(),
                    " starts host-memory messages only here (send and recv take CUDA buffers one "
                    "by one, through nccl under auto)");
   Op op = op_of(p, p2p::kAnySource, buffer);

@@ -67,20 +67,20 @@ ProcessGroup::ProcessGroup(const GroupConfig& config) : impl_(std::make_unique<I
 
 QueueHooks ProcessGroup::Impl::start_watchdog() {
   if (settings().flight_recorder_size == 0) return {};
-  watchdog = std::make_unique<debug::Watchdog>(debug::WatchdogOptions{
-      .group = config.name,
-      .rank = config.rank,
-      .size = config.size,
-      .global_rank = config.global_ranks[static_cast<size_t>(config.rank)],
-      .global_ranks = config.global_ranks,
-      .host = config.hostname,
-      .backend = backend->name(),
-      .store = config.store,
-      .report_store = config.report_store,
-      .timeout = config.timeout,
-      .stall_warning = settings().stall_warning,
-      .recorder_size = static_cast<size_t>(settings().flight_recorder_size),
-      .trace_dir = settings().trace_dir});
+  watchdog = std::make_unique<debug::Watchdog>(
+      debug::WatchdogOptions{.group = config.name,
+                             .rank = config.rank,
+                             .size = config.size,
+                             .global_rank = config.global_ranks[static_cast<size_t>(config.rank)],
+                             .global_ranks = config.global_ranks,
+                             .host = config.hostname,
+                             .backend = backend->name(),
+                             .store = config.store,
+                             .report_store = config.report_store,
+                             .timeout = config.timeout,
+                             .stall_warning = settings().stall_warning,
+                             .recorder_size = static_cast<size_t>(settings().flight_recorder_size),
+                             .trace_dir = settings().trace_dir});
   debug::Watchdog* w = watchdog.get();
   return {.recorder = &w->recorder(),
           .explain_failure = [w](const Op& op, const std::string& what, bool timed_out) {
@@ -93,10 +93,13 @@ ProcessGroup::~ProcessGroup() {
   // [Leaving by exception] A group destroyed while an exception unwinds its owner's stack has
   // failed: the peers hear that (and where to look), not an orderly goodbye.
   const bool unwinding = std::uncaught_exceptions() > 0;
-  const std::string failed = detail::concat(
-      "rank ", g.config.rank, "'s process group was destroyed while an exception propagated "
-      "through its stack: rank ", g.config.rank, " failed; see its own error (lockstep run's "
-      "summary names the first failure)");
+  const std::string failed =
+      detail::concat("rank ", g.config.rank,
+                     "'s process group was destroyed while an exception propagated "
+                     "through its stack: rank ",
+                     g.config.rank,
+                     " failed; see its own error (lockstep run's "
+                     "summary names the first failure)");
   g.close_p2p(unwinding ? failed : "");
   g.queue->drain();
   bool broken = g.queue->broken();
@@ -116,12 +119,24 @@ ProcessGroup::~ProcessGroup() {
   }
 }
 
-int ProcessGroup::rank() const { return impl_->config.rank; }
-int ProcessGroup::size() const { return impl_->config.size; }
-const std::string& ProcessGroup::name() const { return impl_->config.name; }
-const std::string& ProcessGroup::backend_name() const { return impl_->backend->name(); }
-const std::vector<int>& ProcessGroup::global_ranks() const { return impl_->config.global_ranks; }
-const GroupConfig& ProcessGroup::config() const { return impl_->config; }
+int ProcessGroup::rank() const {
+  return impl_->config.rank;
+}
+int ProcessGroup::size() const {
+  return impl_->config.size;
+}
+const std::string& ProcessGroup::name() const {
+  return impl_->config.name;
+}
+const std::string& ProcessGroup::backend_name() const {
+  return impl_->backend->name();
+}
+const std::vector<int>& ProcessGroup::global_ranks() const {
+  return impl_->config.global_ranks;
+}
+const GroupConfig& ProcessGroup::config() const {
+  return impl_->config;
+}
 
 WorkPtr ProcessGroup::Impl::enqueue(Op op, std::chrono::milliseconds timeout) {
   if (is_p2p(op.kind)) return enqueue_p2p(std::span(&op, 1), timeout, false);
@@ -147,10 +162,16 @@ WorkPtr ProcessGroup::Impl::enqueue(Op op, std::chrono::milliseconds timeout) {
 WorkPtr ProcessGroup::broadcast(BufferView buffer, const BroadcastOptions& o) {
   validate::rank_in_group("broadcast", "root", o.root, size());
   validate::has_data("broadcast", "buffer", buffer);
-  return impl_->enqueue({.kind = OpKind::broadcast, .dtype = buffer.dtype, .root = o.root, .tag = o.tag,
-                  .algorithm = o.algorithm, .input = buffer.data, .output = buffer.data,
-                  .count = buffer.count, .device = buffer.device},
-                 o.timeout);
+  return impl_->enqueue({.kind = OpKind::broadcast,
+                         .dtype = buffer.dtype,
+                         .root = o.root,
+                         .tag = o.tag,
+                         .algorithm = o.algorithm,
+                         .input = buffer.data,
+                         .output = buffer.data,
+                         .count = buffer.count,
+                         .device = buffer.device},
+                        o.timeout);
 }
 
 WorkPtr ProcessGroup::all_reduce(BufferView buffer, const AllReduceOptions& o) {
@@ -166,10 +187,16 @@ WorkPtr ProcessGroup::all_reduce(ConstBufferView input, BufferView output,
   validate::count_is(kOp, "output", output, input.count, "the same as input");
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
-  return impl_->enqueue({.kind = OpKind::all_reduce, .dtype = input.dtype, .reduce_op = o.op,
-                  .tag = o.tag, .algorithm = o.algorithm, .input = input.data,
-                  .output = output.data, .count = input.count, .device = input.device},
-                 o.timeout);
+  return impl_->enqueue({.kind = OpKind::all_reduce,
+                         .dtype = input.dtype,
+                         .reduce_op = o.op,
+                         .tag = o.tag,
+                         .algorithm = o.algorithm,
+                         .input = input.data,
+                         .output = output.data,
+                         .count = input.count,
+                         .device = input.device},
+                        o.timeout);
 }
 
 WorkPtr ProcessGroup::reduce(ConstBufferView input, BufferView output, const ReduceOptions& o) {
@@ -184,11 +211,16 @@ WorkPtr ProcessGroup::reduce(ConstBufferView input, BufferView output, const Red
     validate::count_is(kOp, "output", output, input.count, "the same as input, on the root");
     validate::has_data(kOp, "output", output);
   }
-  return impl_->enqueue({.kind = OpKind::reduce, .dtype = input.dtype, .reduce_op = o.op,
-                  .root = o.root, .tag = o.tag, .input = input.data,
-                  .output = root ? output.data : nullptr, .count = input.count,
-                  .device = input.device},
-                 o.timeout);
+  return impl_->enqueue({.kind = OpKind::reduce,
+                         .dtype = input.dtype,
+                         .reduce_op = o.op,
+                         .root = o.root,
+                         .tag = o.tag,
+                         .input = input.data,
+                         .output = root ? output.data : nullptr,
+                         .count = input.count,
+                         .device = input.device},
+                        o.timeout);
 }
 
 WorkPtr ProcessGroup::all_gather(ConstBufferView input, BufferView output,
@@ -199,10 +231,14 @@ WorkPtr ProcessGroup::all_gather(ConstBufferView input, BufferView output,
   validate::count_is(kOp, "output", output, input.count * size(), times(size(), input.count));
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
-  return impl_->enqueue({.kind = OpKind::all_gather, .dtype = input.dtype, .tag = o.tag,
-                  .input = input.data, .output = output.data,
-                  .counts = uniform(size(), input.count), .device = input.device},
-                 o.timeout);
+  return impl_->enqueue({.kind = OpKind::all_gather,
+                         .dtype = input.dtype,
+                         .tag = o.tag,
+                         .input = input.data,
+                         .output = output.data,
+                         .counts = uniform(size(), input.count),
+                         .device = input.device},
+                        o.timeout);
 }
 
 WorkPtr ProcessGroup::all_gather_v(ConstBufferView input, BufferView output,
@@ -215,10 +251,15 @@ WorkPtr ProcessGroup::all_gather_v(ConstBufferView input, BufferView output,
   validate::count_is(kOp, "output", output, total, "the sum of counts");
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
-  return impl_->enqueue({.kind = OpKind::all_gather, .variable = true, .dtype = input.dtype,
-                  .tag = o.tag, .input = input.data, .output = output.data,
-                  .counts = {counts.begin(), counts.end()}, .device = input.device},
-                 o.timeout);
+  return impl_->enqueue({.kind = OpKind::all_gather,
+                         .variable = true,
+                         .dtype = input.dtype,
+                         .tag = o.tag,
+                         .input = input.data,
+                         .output = output.data,
+                         .counts = {counts.begin(), counts.end()},
+                         .device = input.device},
+                        o.timeout);
 }
 
 WorkPtr ProcessGroup::gather(ConstBufferView input, BufferView output, const GatherOptions& o) {
@@ -232,10 +273,15 @@ WorkPtr ProcessGroup::gather(ConstBufferView input, BufferView output, const Gat
     validate::count_is(kOp, "output", output, input.count * size(), times(size(), input.count));
     validate::has_data(kOp, "output", output);
   }
-  return impl_->enqueue({.kind = OpKind::gather, .dtype = input.dtype, .root = o.root, .tag = o.tag,
-                  .input = input.data, .output = root ? output.data : nullptr,
-                  .counts = uniform(size(), input.count), .device = input.device},
-                 o.timeout);
+  return impl_->enqueue({.kind = OpKind::gather,
+                         .dtype = input.dtype,
+                         .root = o.root,
+                         .tag = o.tag,
+                         .input = input.data,
+                         .output = root ? output.data : nullptr,
+                         .counts = uniform(size(), input.count),
+                         .device = input.device},
+                        o.timeout);
 }
 
 WorkPtr ProcessGroup::gather_v(ConstBufferView input, BufferView output,
@@ -252,11 +298,16 @@ WorkPtr ProcessGroup::gather_v(ConstBufferView input, BufferView output,
     validate::count_is(kOp, "output", output, total, "the sum of counts, on the root");
     validate::has_data(kOp, "output", output);
   }
-  return impl_->enqueue({.kind = OpKind::gather, .variable = true, .dtype = input.dtype,
-                  .root = o.root, .tag = o.tag, .input = input.data,
-                  .output = root ? output.data : nullptr, .counts = {counts.begin(), counts.end()},
-                  .device = input.device},
-                 o.timeout);
+  return impl_->enqueue({.kind = OpKind::gather,
+                         .variable = true,
+                         .dtype = input.dtype,
+                         .root = o.root,
+                         .tag = o.tag,
+                         .input = input.data,
+                         .output = root ? output.data : nullptr,
+                         .counts = {counts.begin(), counts.end()},
+                         .device = input.device},
+                        o.timeout);
 }
 
 WorkPtr ProcessGroup::scatter(ConstBufferView input, BufferView output, const ScatterOptions& o) {
@@ -270,10 +321,15 @@ WorkPtr ProcessGroup::scatter(ConstBufferView input, BufferView output, const Sc
     validate::count_is(kOp, "input", input, output.count * size(), times(size(), output.count));
     validate::has_data(kOp, "input", input);
   }
-  return impl_->enqueue({.kind = OpKind::scatter, .dtype = output.dtype, .root = o.root, .tag = o.tag,
-                  .input = root ? input.data : nullptr, .output = output.data,
-                  .counts = uniform(size(), output.count), .device = output.device},
-                 o.timeout);
+  return impl_->enqueue({.kind = OpKind::scatter,
+                         .dtype = output.dtype,
+                         .root = o.root,
+                         .tag = o.tag,
+                         .input = root ? input.data : nullptr,
+                         .output = output.data,
+                         .counts = uniform(size(), output.count),
+                         .device = output.device},
+                        o.timeout);
 }
 
 WorkPtr ProcessGroup::scatter_v(ConstBufferView input, BufferView output,
@@ -290,11 +346,16 @@ WorkPtr ProcessGroup::scatter_v(ConstBufferView input, BufferView output,
     validate::count_is(kOp, "input", input, total, "the sum of counts, on the root");
     validate::has_data(kOp, "input", input);
   }
-  return impl_->enqueue({.kind = OpKind::scatter, .variable = true, .dtype = output.dtype,
-                  .root = o.root, .tag = o.tag, .input = root ? input.data : nullptr,
-                  .output = output.data, .counts = {counts.begin(), counts.end()},
-                  .device = output.device},
-                 o.timeout);
+  return impl_->enqueue({.kind = OpKind::scatter,
+                         .variable = true,
+                         .dtype = output.dtype,
+                         .root = o.root,
+                         .tag = o.tag,
+                         .input = root ? input.data : nullptr,
+                         .output = output.data,
+                         .counts = {counts.begin(), counts.end()},
+                         .device = output.device},
+                        o.timeout);
 }
 
 WorkPtr ProcessGroup::reduce_scatter(ConstBufferView input, BufferView output,
@@ -306,10 +367,15 @@ WorkPtr ProcessGroup::reduce_scatter(ConstBufferView input, BufferView output,
   validate::count_is(kOp, "input", input, output.count * size(), times(size(), output.count));
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
-  return impl_->enqueue({.kind = OpKind::reduce_scatter, .dtype = input.dtype, .reduce_op = o.op,
-                  .tag = o.tag, .input = input.data, .output = output.data,
-                  .counts = uniform(size(), output.count), .device = input.device},
-                 o.timeout);
+  return impl_->enqueue({.kind = OpKind::reduce_scatter,
+                         .dtype = input.dtype,
+                         .reduce_op = o.op,
+                         .tag = o.tag,
+                         .input = input.data,
+                         .output = output.data,
+                         .counts = uniform(size(), output.count),
+                         .device = input.device},
+                        o.timeout);
 }
 
 WorkPtr ProcessGroup::reduce_scatter_v(ConstBufferView input, BufferView output,
@@ -324,10 +390,16 @@ WorkPtr ProcessGroup::reduce_scatter_v(ConstBufferView input, BufferView output,
   validate::count_is(kOp, "output", output, counts[static_cast<size_t>(rank())], "counts[rank]");
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
-  return impl_->enqueue({.kind = OpKind::reduce_scatter, .variable = true, .dtype = input.dtype,
-                  .reduce_op = o.op, .tag = o.tag, .input = input.data, .output = output.data,
-                  .counts = {counts.begin(), counts.end()}, .device = input.device},
-                 o.timeout);
+  return impl_->enqueue({.kind = OpKind::reduce_scatter,
+                         .variable = true,
+                         .dtype = input.dtype,
+                         .reduce_op = o.op,
+                         .tag = o.tag,
+                         .input = input.data,
+                         .output = output.data,
+                         .counts = {counts.begin(), counts.end()},
+                         .device = input.device},
+                        o.timeout);
 }
 
 WorkPtr ProcessGroup::all_to_all(ConstBufferView input, BufferView output,
@@ -340,10 +412,15 @@ WorkPtr ProcessGroup::all_to_all(ConstBufferView input, BufferView output,
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
   auto per_rank = uniform(size(), input.count / static_cast<size_t>(size()));
-  return impl_->enqueue({.kind = OpKind::all_to_all, .dtype = input.dtype, .tag = o.tag,
-                  .input = input.data, .output = output.data, .counts = per_rank,
-                  .recv_counts = per_rank, .device = input.device},
-                 o.timeout);
+  return impl_->enqueue({.kind = OpKind::all_to_all,
+                         .dtype = input.dtype,
+                         .tag = o.tag,
+                         .input = input.data,
+                         .output = output.data,
+                         .counts = per_rank,
+                         .recv_counts = per_rank,
+                         .device = input.device},
+                        o.timeout);
 }
 
 WorkPtr ProcessGroup::all_to_all_v(ConstBufferView input, std::span<const size_t> send_counts,
@@ -358,11 +435,16 @@ WorkPtr ProcessGroup::all_to_all_v(ConstBufferView input, std::span<const size_t
   validate::count_is(kOp, "output", output, received, "the sum of recv_counts");
   validate::has_data(kOp, "input", input);
   validate::has_data(kOp, "output", output);
-  return impl_->enqueue({.kind = OpKind::all_to_all, .variable = true, .dtype = input.dtype,
-                  .tag = o.tag, .input = input.data, .output = output.data,
-                  .counts = {send_counts.begin(), send_counts.end()},
-                  .recv_counts = {recv_counts.begin(), recv_counts.end()}, .device = input.device},
-                 o.timeout);
+  return impl_->enqueue({.kind = OpKind::all_to_all,
+                         .variable = true,
+                         .dtype = input.dtype,
+                         .tag = o.tag,
+                         .input = input.data,
+                         .output = output.data,
+                         .counts = {send_counts.begin(), send_counts.end()},
+                         .recv_counts = {recv_counts.begin(), recv_counts.end()},
+                         .device = input.device},
+                        o.timeout);
 }
 
 WorkPtr ProcessGroup::barrier(const BarrierOptions& o) {
@@ -404,7 +486,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks,
   sub.rank = static_cast<int>(me - ranks.begin());
   sub.size = static_cast<int>(ranks.size());
   sub.global_ranks.clear();
-  for (int r : ranks) sub.global_ranks.push_back(impl_->config.global_ranks[static_cast<size_t>(r)]);
+  for (int r : ranks)
+    sub.global_ranks.push_back(impl_->config.global_ranks[static_cast<size_t>(r)]);
   if (!options.backend.empty()) sub.backend = options.backend;
   if (options.timeout.count() >= 0) sub.timeout = options.timeout;
   return std::make_shared<ProcessGroup>(sub);

@@ -3,9 +3,9 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "comm/backend.h"
@@ -13,8 +13,8 @@
 #include "debug/issue_order.h"
 #include "debug/watchdog.h"
 #include "group/progress_queue.h"
-#include "p2p/engine.h"
 #include "lockstep/group/process_group.h"
+#include "p2p/engine.h"
 
 namespace lockstep {
 

@@ -133,9 +133,9 @@ void ProgressQueue::run_entries(std::span<const Entry> entries) {
       if (hooks_.recorder)
         for (const Op& op : e.ops) hooks_.recorder->on_ended(op, false);
       try {
-        rethrow_as(cause, detail::concat(e.ops.front().name(),
-                                         ": not run, because the group broke at ", cause_op, ": ",
-                                         what_of(cause)));
+        rethrow_as(cause,
+                   detail::concat(e.ops.front().name(), ": not run, because the group broke at ",
+                                  cause_op, ": ", what_of(cause)));
       } catch (...) {
         detail::WorkAccess::complete(e.work, std::current_exception());
       }

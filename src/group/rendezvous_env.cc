@@ -35,8 +35,8 @@ class Problems {
 };
 
 // Parses an integer variable into out; records a problem when present but malformed or below min.
-void read_int(const EnvLookup& env, const std::string& name, int min, int& out,
-              Problems& problems, bool required) {
+void read_int(const EnvLookup& env, const std::string& name, int min, int& out, Problems& problems,
+              bool required) {
   auto v = env(name);
   if (!v) {
     if (required) problems.add(name + " is not set");
@@ -71,9 +71,11 @@ struct RankVars {
 };
 
 RankVars rank_vars(const EnvLookup& env) {
-  const bool slurm = !env("RANK") && !env("WORLD_SIZE") && env("SLURM_PROCID") && env("SLURM_NTASKS");
+  const bool slurm =
+      !env("RANK") && !env("WORLD_SIZE") && env("SLURM_PROCID") && env("SLURM_NTASKS");
   const bool ompi = !env("RANK") && !env("WORLD_SIZE") && !slurm && env("OMPI_COMM_WORLD_RANK");
-  if (slurm) return {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "Slurm"};
+  if (slurm)
+    return {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "Slurm"};
   if (ompi)
     return {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
             "OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI"};
@@ -85,10 +87,14 @@ void read_ranks(const InitOptions& options, const EnvLookup& env, EnvRendezvous&
                 Problems& problems) {
   const RankVars vars = rank_vars(env);
   out.source = vars.source;
-  if (options.rank >= 0) out.rank = options.rank;
-  else read_int(env, vars.rank, 0, out.rank, problems, true);
-  if (options.world_size >= 0) out.world_size = options.world_size;
-  else read_int(env, vars.size, 1, out.world_size, problems, true);
+  if (options.rank >= 0)
+    out.rank = options.rank;
+  else
+    read_int(env, vars.rank, 0, out.rank, problems, true);
+  if (options.world_size >= 0)
+    out.world_size = options.world_size;
+  else
+    read_int(env, vars.size, 1, out.world_size, problems, true);
   if (options.rank >= 0 && options.world_size >= 0) out.source = "options";
   read_int(env, vars.local, 0, out.local_rank, problems, false);
   read_int(env, vars.local_size, 1, out.local_world_size, problems, false);
@@ -108,12 +114,16 @@ bool read_launcher_store(const EnvLookup& env, EnvRendezvous& out, Problems& pro
   auto addr = env("LOCKSTEP_STORE_ADDR");
   auto port_text = env("LOCKSTEP_STORE_PORT");
   if (!addr && !port_text) return false;
-  if (!addr || addr->empty()) problems.add("LOCKSTEP_STORE_PORT is set but LOCKSTEP_STORE_ADDR is not");
-  else out.master_addr = *addr;
+  if (!addr || addr->empty())
+    problems.add("LOCKSTEP_STORE_PORT is set but LOCKSTEP_STORE_ADDR is not");
+  else
+    out.master_addr = *addr;
   int port = -1;
   read_int(env, "LOCKSTEP_STORE_PORT", 1, port, problems, true);
-  if (port > 65535) problems.add("LOCKSTEP_STORE_PORT=" + std::to_string(port) + " is above 65535");
-  else out.master_port = port;
+  if (port > 65535)
+    problems.add("LOCKSTEP_STORE_PORT=" + std::to_string(port) + " is above 65535");
+  else
+    out.master_port = port;
   out.launcher_store = true;
   return true;
 }
@@ -122,8 +132,8 @@ void read_master(const EnvLookup& env, EnvRendezvous& out, Problems& problems) {
   if (read_launcher_store(env, out, problems)) return;
   if (auto addr = env("MASTER_ADDR"); addr && !addr->empty()) {
     out.master_addr = *addr;
-  } else if (auto nodes = env("SLURM_JOB_NODELIST") ? env("SLURM_JOB_NODELIST")
-                                                     : env("SLURM_NODELIST")) {
+  } else if (auto nodes =
+                 env("SLURM_JOB_NODELIST") ? env("SLURM_JOB_NODELIST") : env("SLURM_NODELIST")) {
     out.master_addr = first_slurm_host(*nodes);
     out.derived = "address " + out.master_addr + ": the first host of " +
                   (env("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST=" : "SLURM_NODELIST=") + *nodes;
@@ -147,14 +157,16 @@ void read_master(const EnvLookup& env, EnvRendezvous& out, Problems& problems) {
                    "' is not a number to derive it from");
     } else {
       out.master_port = slurm_port(id);
-      out.derived += (out.derived.empty() ? "" : "; ") + detail::concat("port ", out.master_port,
-                                                                        ": from SLURM_JOB_ID=", id);
+      out.derived += (out.derived.empty() ? "" : "; ") +
+                     detail::concat("port ", out.master_port, ": from SLURM_JOB_ID=", id);
     }
     return;
   }
   read_int(env, "MASTER_PORT", 0, port, problems, true);
-  if (port > 65535) problems.add("MASTER_PORT=" + std::to_string(port) + " is above 65535");
-  else out.master_port = port;
+  if (port > 65535)
+    problems.add("MASTER_PORT=" + std::to_string(port) + " is above 65535");
+  else
+    out.master_port = port;
 }
 
 }  // namespace
@@ -174,14 +186,16 @@ void parse_tcp_url(const std::string& url, EnvRendezvous& out, Problems& problem
     return;
   }
   std::string host = rest.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   out.master_addr = host;
   char* end = nullptr;
   std::string port_text = rest.substr(colon + 1);
   long port = std::strtol(port_text.c_str(), &end, 10);
   if (port_text.empty() || *end != '\0' || port < 0 || port > 65535)
     problems.add("init_method '" + url + "': port '" + port_text + "' is not 0..65535");
-  else out.master_port = static_cast<int>(port);
+  else
+    out.master_port = static_cast<int>(port);
 }
 
 }  // namespace
@@ -213,7 +227,8 @@ EnvRendezvous read_rendezvous(const InitOptions& options, const EnvLookup& env) 
   } else if (method.rfind("tcp://", 0) == 0) {
     parse_tcp_url(method, out, problems);
   } else if (method.rfind("file://", 0) == 0) {
-    if (method.size() <= 7) problems.add("init_method 'file://' needs a path: file:///shared/dir/store");
+    if (method.size() <= 7)
+      problems.add("init_method 'file://' needs a path: file:///shared/dir/store");
   } else {
     problems.add("init_method '" + method + "' is not env://, tcp://HOST:PORT or file:///PATH");
   }

@@ -20,7 +20,7 @@ struct EnvRendezvous {
   std::string master_addr;    // empty when not needed (file://, explicit store)
   int master_port = -1;
   bool launcher_store = false;  // the store is the launcher's (LOCKSTEP_STORE_ADDR/_PORT)
-  std::string source;         // "RANK/WORLD_SIZE", "Slurm", "Open MPI" or "options"
+  std::string source;           // "RANK/WORLD_SIZE", "Slurm", "Open MPI" or "options"
   // Where master_addr and master_port came from when not from MASTER_ADDR / MASTER_PORT
   // ("the first host of SLURM_JOB_NODELIST=...", "SLURM_JOB_ID=..."), for the INFO log.
   std::string derived;

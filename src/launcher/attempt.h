@@ -16,8 +16,8 @@ struct RankExit {
   int rank = 0;
   int local_rank = 0;
   pid_t pid = -1;
-  int exit_code = 0;                           // when signal == 0
-  int signal = 0;                              // the signal that killed it; 0 if it exited
+  int exit_code = 0;  // when signal == 0
+  int signal = 0;     // the signal that killed it; 0 if it exited
   // The launcher had signalled it before it ended, and it ended by that signal or by exiting: a
   // rank that crashed or aborted itself (SIGABRT, SIGSEGV, ...) did so on its own even then.
   bool stopped_by_launcher = false;

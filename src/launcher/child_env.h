@@ -17,9 +17,9 @@
 //   OMP_NUM_THREADS                                  when the user has not set it (see below)
 // and lockstep's: LOCKSTEP_STORE_ADDR / LOCKSTEP_STORE_PORT (the launcher's store, where
 // lockstep's env:// connects as a client: LOCKSTEP_USE_AGENT_STORE=1), LOCKSTEP_MAX_RESTARTS,
-// LOCKSTEP_RUN_ID, and LOCKSTEP_ATTEMPT and LOCKSTEP_RESTART_COUNT (both the attempt's number, which
-// scopes the ranks' keys in the launcher's store: equal to TORCHELASTIC_RESTART_COUNT, except in an
-// elastic job that restarted for nodes joining, which torchrun does not count as a restart).
+// LOCKSTEP_RUN_ID, and LOCKSTEP_ATTEMPT and LOCKSTEP_RESTART_COUNT (both the attempt's number,
+// which scopes the ranks' keys in the launcher's store: equal to TORCHELASTIC_RESTART_COUNT, except
+// in an elastic job that restarted for nodes joining, which torchrun does not count as a restart).
 #pragma once
 
 #include <optional>
@@ -41,14 +41,14 @@ struct RankPlacement {
 
 // What every rank of one attempt shares.
 struct JobEnvironment {
-  std::string master_addr;             // MASTER_ADDR: node 0's address
-  int master_port = 0;                 // MASTER_PORT: free, for the script's own store
-  int store_port = 0;                  // LOCKSTEP_STORE_PORT: the launcher's store on node 0
-  int restart_count = 0;               // TORCHELASTIC_RESTART_COUNT: restarts after failures
-                                       // before this attempt
-  int attempt = 0;                     // LOCKSTEP_ATTEMPT, LOCKSTEP_RESTART_COUNT: attempt number,
-                                       // from 0 (elastic jobs also restart, uncounted, when nodes
-                                       // join)
+  std::string master_addr;  // MASTER_ADDR: node 0's address
+  int master_port = 0;      // MASTER_PORT: free, for the script's own store
+  int store_port = 0;       // LOCKSTEP_STORE_PORT: the launcher's store on node 0
+  int restart_count = 0;    // TORCHELASTIC_RESTART_COUNT: restarts after failures
+                            // before this attempt
+  int attempt = 0;          // LOCKSTEP_ATTEMPT, LOCKSTEP_RESTART_COUNT: attempt number,
+                            // from 0 (elastic jobs also restart, uncounted, when nodes
+                            // join)
   int max_restarts = 0;
   std::string run_id;
   std::optional<int> omp_num_threads;  // OMP_NUM_THREADS, when the launcher sets it

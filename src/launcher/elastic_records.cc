@@ -94,10 +94,10 @@ std::optional<WorldLayout> layout_in_round(const ElasticRound& round, int id, in
   }
   if (layout.node_rank < 0) return std::nullopt;
   if (max_restarts != round.max_restarts)
-    throw ConfigError(detail::concat(
-        "this node runs with --max-restarts ", max_restarts, " but the store's host (",
-        round.members.front().host, ") with ", round.max_restarts,
-        "; every node must run the same command"));
+    throw ConfigError(detail::concat("this node runs with --max-restarts ", max_restarts,
+                                     " but the store's host (", round.members.front().host,
+                                     ") with ", round.max_restarts,
+                                     "; every node must run the same command"));
   return layout;
 }
 

@@ -15,8 +15,8 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr milliseconds kPoll{50};            // how often the host looks at the registrations
-constexpr milliseconds kEntryWait{2000};     // between a registration's count and its entry
+constexpr milliseconds kPoll{50};         // how often the host looks at the registrations
+constexpr milliseconds kEntryWait{2000};  // between a registration's count and its entry
 constexpr milliseconds kStoreCall{2000};
 
 }  // namespace
@@ -110,10 +110,10 @@ ElasticRound ElasticSync::host_round(int round) {
 ElasticRound ElasticSync::joiner_round(int round) {
   const Deadline deadline = Deadline::after(options_.rdzv_timeout);
   auto timed_out = [&](const std::string& what) {
-    return TimeoutError(detail::concat(
-        "rendezvous timed out after ", options_.rdzv_timeout.count() / 1000.0, " s: ", what,
-        " (the elastic job's store is at ", options_.master_addr, ":", store_port(),
-        "); raise --rdzv-timeout to wait longer"));
+    return TimeoutError(
+        detail::concat("rendezvous timed out after ", options_.rdzv_timeout.count() / 1000.0,
+                       " s: ", what, " (the elastic job's store is at ", options_.master_addr, ":",
+                       store_port(), "); raise --rdzv-timeout to wait longer"));
   };
   if (!wait_keys({elastic_keys::open_round()}, deadline))
     throw timed_out("the store's host never opened a round");
@@ -129,9 +129,9 @@ ElasticRound ElasticSync::joiner_round(int round) {
         throw Error(detail::concat("the elastic job at ", options_.master_addr, ":", store_port(),
                                    " ended before this node was admitted"));
       if (deadline.expired())
-        throw timed_out(detail::concat(
-            "this node was never admitted: the job kept running with --nnodes ",
-            options_.nnodes_max, " nodes at most, or never restarted"));
+        throw timed_out(
+            detail::concat("this node was never admitted: the job kept running with --nnodes ",
+                           options_.nnodes_max, " nodes at most, or never restarted"));
     }
     ElasticRound decided =
         parse_round_record(target, store_->get(elastic_keys::closed(target), kStoreCall));

@@ -51,11 +51,12 @@ ElasticSync::ElasticSync(const LaunchOptions& options, SignalCatcher& signals)
     lost_store(e, "registering");
   }
   const milliseconds renew = std::max(milliseconds(50), options.rdzv_keep_alive / 4);
-  lease_ = std::make_unique<LeaseKeeper>(TcpStoreOptions{.host = store_host_,
-                                                         .port = static_cast<uint16_t>(store_port()),
-                                                         .timeout = kSlice * 4,
-                                                         .secret = options.secret},
-                                         id_, renew);
+  lease_ =
+      std::make_unique<LeaseKeeper>(TcpStoreOptions{.host = store_host_,
+                                                    .port = static_cast<uint16_t>(store_port()),
+                                                    .timeout = kSlice * 4,
+                                                    .secret = options.secret},
+                                    id_, renew);
 }
 
 ElasticSync::~ElasticSync() {
@@ -81,8 +82,8 @@ bool ElasticSync::try_to_host() {
                               .port = static_cast<uint16_t>(options_.master_port),
                               .secret = options_.secret});
   } catch (const NetworkError& e) {
-    say(detail::concat("the store's port ", options_.master_port, " on ", addr,
-                       " is taken (", e.what(), "); joining the store there"));
+    say(detail::concat("the store's port ", options_.master_port, " on ", addr, " is taken (",
+                       e.what(), "); joining the store there"));
     return false;
   }
   store_host_ = bind == "0.0.0.0" ? "127.0.0.1" : bind == "::" ? "::1" : bind;
@@ -106,13 +107,15 @@ void ElasticSync::connect() {
            },
        .still_waiting =
            [&] {
-             say(detail::concat("still waiting for the elastic job's store at ", store_host_,
-                                ":", store_port()));
+             say(detail::concat("still waiting for the elastic job's store at ", store_host_, ":",
+                                store_port()));
            }},
       Deadline::after(options_.rdzv_timeout), signals_);
 }
 
-void ElasticSync::check_signals() { throw_if_interrupted(signals_); }
+void ElasticSync::check_signals() {
+  throw_if_interrupted(signals_);
+}
 
 bool ElasticSync::wait_keys(const std::vector<std::string>& keys, Deadline deadline) {
   return launcher::wait_keys(*store_, signals_, keys, deadline);
@@ -185,10 +188,10 @@ std::optional<RemoteFailure> ElasticSync::find_gone_member(int attempt) {
                : detail::concat(describe_node(static_cast<int>(r), members[r]),
                                 " is gone: its launcher has not renewed its lease for ",
                                 watch_.silent_seconds(members[r].id), " s (--rdzv-keep-alive)");
-    return first_report(attempt, RemoteFailure{.node_rank = static_cast<int>(r),
-                                               .exit_code = 1,
-                                               .what = what,
-                                               .restartable = true});
+    return first_report(
+        attempt,
+        RemoteFailure{
+            .node_rank = static_cast<int>(r), .exit_code = 1, .what = what, .restartable = true});
   }
   return std::nullopt;
 }
@@ -203,12 +206,12 @@ std::optional<RemoteFailure> ElasticSync::check_failure(int attempt) {
     const int64_t waiting = store_->add(elastic_keys::count(attempt + 1), 0);
     if (waiting == 0 || store_->add(elastic_keys::done_count(attempt), 0) > 0) return std::nullopt;
     const int me = layout_in_round(*round_, id_, options_.max_restarts)->node_rank;
-    return first_report(
-        attempt, RemoteFailure{.node_rank = me,
-                               .exit_code = 1,
-                               .what = detail::concat(waiting, " node(s) waiting to join"),
-                               .restartable = true,
-                               .membership_change = true});
+    return first_report(attempt,
+                        RemoteFailure{.node_rank = me,
+                                      .exit_code = 1,
+                                      .what = detail::concat(waiting, " node(s) waiting to join"),
+                                      .restartable = true,
+                                      .membership_change = true});
   } catch (const NetworkError& e) {
     lost_store(e, "watching the other nodes");
   } catch (const TimeoutError& e) {

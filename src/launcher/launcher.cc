@@ -9,8 +9,8 @@
 #include "launcher/culprit.h"
 #include "launcher/guardian.h"
 #include "launcher/log_files.h"
-#include "launcher/rendezvous.h"
 #include "launcher/rank_output.h"
+#include "launcher/rendezvous.h"
 #include "launcher/signals.h"
 #include "launcher/summary.h"
 #include "launcher/supervisor.h"
@@ -104,9 +104,9 @@ AttemptResult Launcher::run_attempt(int previous) {
   Supervisor supervisor(plan_for(layout), guardian_, signals_, remote);
   AttemptResult result = supervisor.run();
   if (o_.elastic)
-    result.membership = detail::concat("world size ", layout.world_size, " on ",
-                                       layout.nodes.size(), " node(s), this one node ",
-                                       layout.node_rank);
+    result.membership =
+        detail::concat("world size ", layout.world_size, " on ", layout.nodes.size(),
+                       " node(s), this one node ", layout.node_rank);
   if (result.end == AttemptEnd::failed || result.end == AttemptEnd::remote_failed) {
     try {
       result.culprit = read_culprit(sync_->store(), layout.run_id, attempt, layout.world_size);
@@ -139,11 +139,11 @@ void Launcher::announce(const WorldLayout& layout) const {
   for (size_t r = 0; r < layout.nodes.size(); ++r)
     nodes += detail::concat(r == 0 ? "" : ", ", r, ": ", layout.nodes[r].host, " x",
                             layout.nodes[r].nproc);
-  say(detail::concat("attempt ", layout.attempt, ": world size ", layout.world_size, " on ",
-                     layout.nodes.size(), " node(s) (", nodes, "); this node is node ",
-                     layout.node_rank, ", ranks ", layout.rank_offset, "..",
-                     layout.rank_offset + o_.nproc_per_node - 1, "; restarts after failures so far ",
-                     layout.restart_count, " of ", o_.max_restarts));
+  say(detail::concat(
+      "attempt ", layout.attempt, ": world size ", layout.world_size, " on ", layout.nodes.size(),
+      " node(s) (", nodes, "); this node is node ", layout.node_rank, ", ranks ",
+      layout.rank_offset, "..", layout.rank_offset + o_.nproc_per_node - 1,
+      "; restarts after failures so far ", layout.restart_count, " of ", o_.max_restarts));
 }
 
 AttemptPlan Launcher::plan_for(const WorldLayout& layout) {

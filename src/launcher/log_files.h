@@ -21,7 +21,8 @@ namespace lockstep::launcher {
 std::string prepare_log_root(const LaunchOptions& options);
 
 // A private directory under $TMPDIR (or /tmp), made on first use of path() and removed with
-// everything in it on destruction, unless kept. Holds the ranks' error files when there is no --log-dir.
+// everything in it on destruction, unless kept. Holds the ranks' error files when there is no
+// --log-dir.
 class ScratchDir {
  public:
   ScratchDir() = default;

@@ -100,7 +100,9 @@ void NodeSync::connect() {
       Deadline::after(options_.rdzv_timeout), signals_);
 }
 
-void NodeSync::check_signals() { throw_if_interrupted(signals_); }
+void NodeSync::check_signals() {
+  throw_if_interrupted(signals_);
+}
 
 std::vector<int> NodeSync::missing_nodes(const std::vector<std::string>& keys) {
   std::vector<int> missing;
@@ -151,14 +153,15 @@ WorldLayout NodeSync::join(int previous) {
   RefusalWatch refusals(*store_, /*count_earlier=*/attempt == 0);
   const Deadline deadline = Deadline::after(options_.rdzv_timeout);
   bool all_there = false;
-  while (!(all_there = wait_keys(keys, Deadline::after(std::min(kRefusalPoll,
-                                                                deadline.remaining()))))) {
+  while (!(all_there =
+               wait_keys(keys, Deadline::after(std::min(kRefusalPoll, deadline.remaining()))))) {
     if (auto refused = refusals.overdue()) {
       throw ConfigError(detail::concat(
           "rendezvous of attempt ", attempt, ": node rank(s) ", join_ints(missing_nodes(keys)),
-          " of ", options_.nnodes, " have not arrived, and node 0's store (",
-          options_.master_addr, ":", store_port(), ") turned a process away (", *refused, ") ",
-          kRefusalGrace.count() / 1000.0, " s ago: was a missing node started with another "
+          " of ", options_.nnodes, " have not arrived, and node 0's store (", options_.master_addr,
+          ":", store_port(), ") turned a process away (", *refused, ") ",
+          kRefusalGrace.count() / 1000.0,
+          " s ago: was a missing node started with another "
           "--secret-file (or LOCKSTEP_SECRET), or without one? Give every node the same secret"));
     }
     if (deadline.expired()) break;
@@ -173,8 +176,8 @@ WorldLayout NodeSync::join(int previous) {
         " --node-rank R ...' on each missing node with the same --master-addr and "
         "--master-port, or raise --rdzv-timeout"));
   }
-  WorldLayout layout = parse_world_layout(store_->multi_get(keys, kSlice * 4),
-                                          options_.node_rank, options_.max_restarts);
+  WorldLayout layout = parse_world_layout(store_->multi_get(keys, kSlice * 4), options_.node_rank,
+                                          options_.max_restarts);
   layout.attempt = attempt;
   layout.node_rank = options_.node_rank;
   layout.restart_count = attempt;

@@ -77,7 +77,7 @@ class NodeSync : public Rendezvous {
   bool joined_ = false;
   std::unique_ptr<TcpStoreServer> server_;
   std::string own_store_host_ = "127.0.0.1";  // where node 0 reaches its own store
-  std::unique_ptr<TcpStore> store_;  // with one node: made on first use by store()
+  std::unique_ptr<TcpStore> store_;           // with one node: made on first use by store()
 };
 
 }  // namespace lockstep::launcher

@@ -51,15 +51,15 @@ struct StreamSelection {
 };
 
 struct LaunchOptions {
-  int nproc_per_node = 1;                 // processes on this node
-  int nnodes = 1;                         // nodes in the job (elastic: at most, = nnodes_max)
-  int node_rank = 0;                      // this node, in [0, nnodes); ignored when elastic
+  int nproc_per_node = 1;  // processes on this node
+  int nnodes = 1;          // nodes in the job (elastic: at most, = nnodes_max)
+  int node_rank = 0;       // this node, in [0, nnodes); ignored when elastic
   // --nnodes MIN:MAX (docs/launcher.md, [Elastic]): the rendezvous admits MIN..MAX nodes per
   // attempt and assigns their node ranks. --nnodes N is not elastic (nnodes_min = nnodes_max = N).
   bool elastic = false;
   int nnodes_min = 1;
   int nnodes_max = 1;
-  std::chrono::milliseconds rdzv_last_call{1000};   // elastic: wait for more nodes after MIN
+  std::chrono::milliseconds rdzv_last_call{1000};     // elastic: wait for more nodes after MIN
   std::chrono::milliseconds rdzv_keep_alive{15'000};  // elastic: a silent node is gone after this
   std::string master_addr = "127.0.0.1";  // node 0's address (its launcher hosts the store)
   int master_port = 29500;                // the store's port; 0 picks a free one (one node only)
@@ -78,14 +78,14 @@ struct LaunchOptions {
   // ranks as LOCKSTEP_BIND_ADDR). Empty: each binds the address it advertises when this host has
   // it (loopback for --standalone and 127.0.0.1), else every interface.
   std::string bind_addr;
-  std::string log_dir;                              // DIR/attempt_N/rank_R.log; empty: no files
-  StreamSelection tee;                              // streams copied to the log files too
-  StreamSelection redirects;                        // streams sent to the log files only
-  std::set<int> local_ranks_filter;                 // local ranks shown on the console; empty: all
-  bool help = false;                                // --help: print the options and exit 0
-  bool module = false;                              // -m: program[0] is a Python module
-  bool no_python = false;                           // --no-python: run program as given
-  std::string python;                               // --python: the interpreter for scripts
+  std::string log_dir;               // DIR/attempt_N/rank_R.log; empty: no files
+  StreamSelection tee;               // streams copied to the log files too
+  StreamSelection redirects;         // streams sent to the log files only
+  std::set<int> local_ranks_filter;  // local ranks shown on the console; empty: all
+  bool help = false;                 // --help: print the options and exit 0
+  bool module = false;               // -m: program[0] is a Python module
+  bool no_python = false;            // --no-python: run program as given
+  std::string python;                // --python: the interpreter for scripts
 
   std::vector<std::string> program;  // PROGRAM ARGS... as given (the script or module first)
   // Set by check_launch_options: the file to execute and its full argv (for a script: the

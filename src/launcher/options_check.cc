@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "launcher/options.h"
-#include "net/auth.h"
 #include "lockstep/core/settings.h"
+#include "net/auth.h"
 
 namespace lockstep::launcher {
 namespace {
@@ -80,32 +80,35 @@ std::string find_python(const LaunchOptions& o, const std::string& what) {
   } catch (const UsageError& e) {
     if (chosen.empty())
       throw UsageError(detail::concat(
-          what, " needs a Python interpreter, but python3 is not in PATH; name the one that has "
+          what,
+          " needs a Python interpreter, but python3 is not in PATH; name the one that has "
           "torch with --python PATH or LOCKSTEP_PYTHON (the scripts' is .venv/bin/python)"));
-    throw UsageError(detail::concat(what, " needs a Python interpreter, but ", source, "='",
-                                    chosen, "' is not one: ", e.what()));
+    throw UsageError(detail::concat(what, " needs a Python interpreter, but ", source, "='", chosen,
+                                    "' is not one: ", e.what()));
   }
 }
 
 void check_script(const std::string& script) {
   struct stat st {};
   if (::stat(script.c_str(), &st) != 0)
-    throw UsageError(detail::concat("script '", script, "' does not exist (",
-                                    std::strerror(errno), "); check the path"));
+    throw UsageError(detail::concat("script '", script, "' does not exist (", std::strerror(errno),
+                                    "); check the path"));
   if (!S_ISREG(st.st_mode))
     throw UsageError(detail::concat("script '", script, "' is not a regular file"));
   if (::access(script.c_str(), R_OK) != 0)
-    throw UsageError(detail::concat("script '", script, "' is not readable (",
-                                    std::strerror(errno), ")"));
+    throw UsageError(
+        detail::concat("script '", script, "' is not readable (", std::strerror(errno), ")"));
 }
 
 void check_program(LaunchOptions& o) {
   if (o.module && o.no_python)
-    throw UsageError("-m runs a module with the Python interpreter, --no-python runs a program "
-                     "as given: choose one");
+    throw UsageError(
+        "-m runs a module with the Python interpreter, --no-python runs a program "
+        "as given: choose one");
   if (o.program.empty()) {
     if (o.module)
-      throw UsageError("-m needs a module name: lockstep run [options] -m package.module [ARGS...]");
+      throw UsageError(
+          "-m needs a module name: lockstep run [options] -m package.module [ARGS...]");
     throw UsageError(
         "no program given; usage: lockstep run [options] [--] PROGRAM [ARGS...] "
         "(see 'lockstep run --help')");
@@ -139,14 +142,18 @@ void check_topology(LaunchOptions& o) {
   if (o.elastic) {
     // Node ranks come from the rendezvous (as under torchrun); --node-rank is accepted, unused.
     if (o.standalone)
-      throw UsageError(detail::concat("--standalone runs one node, but --nnodes is the elastic "
-                                      "range ", o.nnodes_min, ":", o.nnodes_max));
+      throw UsageError(
+          detail::concat("--standalone runs one node, but --nnodes is the elastic "
+                         "range ",
+                         o.nnodes_min, ":", o.nnodes_max));
     if (o.master_port == 0)
-      throw UsageError("--master-port 0 picks a port that the other nodes of an elastic job "
-                       "cannot know; give every node the same fixed --master-port");
+      throw UsageError(
+          "--master-port 0 picks a port that the other nodes of an elastic job "
+          "cannot know; give every node the same fixed --master-port");
     if (o.master_addr.empty())
-      throw UsageError("--master-addr is empty; give the address of the host whose launcher "
-                       "hosts the store");
+      throw UsageError(
+          "--master-addr is empty; give the address of the host whose launcher "
+          "hosts the store");
     return;
   }
   if (o.node_rank >= o.nnodes)

@@ -32,7 +32,8 @@ std::string uncaught_exception(const std::vector<std::string>& stderr_tail) {
     if (at == std::string::npos) continue;
     const size_t begin = at + kThrow.size();
     const size_t end = line.find('\'', begin);
-    std::string text = "uncaught " + line.substr(begin, end == std::string::npos ? end : end - begin);
+    std::string text =
+        "uncaught " + line.substr(begin, end == std::string::npos ? end : end - begin);
     if (i + 1 < stderr_tail.size()) {
       const std::string& next = stderr_tail[i + 1];
       const size_t what = next.find(kWhat);

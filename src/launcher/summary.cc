@@ -50,8 +50,8 @@ void append_rank_details(std::string& out, const RankExit& exit, const std::stri
   if (with_headline && !exit.headline.empty()) out += "  error:      " + exit.headline + "\n";
   out += detail::concat("  time:       ", format_time(exit.time), "\n", "  host:       ", host,
                         "\n", "  rank:       ", exit.rank, " (local rank ", exit.local_rank, ")\n",
-                        "  pid:        ", exit.pid, "\n", "  exit:       ",
-                        how_it_ended_with_hint(exit),
+                        "  pid:        ", exit.pid, "\n",
+                        "  exit:       ", how_it_ended_with_hint(exit),
                         exit.stopped_by_launcher ? " after the launcher stopped it" : "", "\n");
   if (!exit.error_file.empty()) out += "  error file: " + exit.error_file + "\n";
   if (exit.stderr_tail.empty()) {
@@ -86,9 +86,10 @@ bool contains(const std::vector<int>& ranks, int rank) {
 
 // The ranks' diagnoses blame other ranks than the first to fail: lead with those.
 void append_culprit(std::string& out, const AttemptResult& last, const Culprit& culprit) {
-  out += detail::concat("root cause (named by the ranks' own diagnoses): ",
-                        rank_words(culprit.ranks), " never entered ", culprit.op, "; ",
-                        rank_words(culprit.waiting_ranks), " timed out waiting for it\n");
+  out +=
+      detail::concat("root cause (named by the ranks' own diagnoses): ", rank_words(culprit.ranks),
+                     " never entered ", culprit.op, "; ", rank_words(culprit.waiting_ranks),
+                     " timed out waiting for it\n");
   for (const auto& exit : last.other_failures) {
     if (!contains(culprit.ranks, exit.rank)) continue;
     out += detail::concat("culprit rank ", exit.rank, ":\n");
@@ -117,10 +118,10 @@ void append_cause(std::string& out, const AttemptResult& last, const SummaryCont
                             "\n  (its launcher's summary has the details; ", "node ",
                             context.node_rank, "'s ranks were stopped)\n");
       if (last.culprit)
-        out += detail::concat("  the ranks' own diagnoses: ", rank_words(last.culprit->ranks),
-                              " never entered ", last.culprit->op, "; ",
-                              rank_words(last.culprit->waiting_ranks),
-                              " timed out waiting for it\n");
+        out +=
+            detail::concat("  the ranks' own diagnoses: ", rank_words(last.culprit->ranks),
+                           " never entered ", last.culprit->op, "; ",
+                           rank_words(last.culprit->waiting_ranks), " timed out waiting for it\n");
       break;
     case AttemptEnd::interrupted:
       out += detail::concat("root cause: the launcher on ", last.host, " (node ", context.node_rank,
@@ -203,11 +204,10 @@ std::string format_success_summary(const std::vector<AttemptResult>& attempts,
     return a.end == AttemptEnd::remote_failed && a.remote && a.remote->membership_change;
   });
   const auto restarts = static_cast<long>(attempts.size() - 1) - changes;
-  std::string out =
-      detail::concat("lockstep run: the job succeeded on attempt ", attempts.back().attempt,
-                     " after ", restarts, " restart(s)",
-                     changes ? detail::concat(" and ", changes, " membership change(s)") : "",
-                     "\n");
+  std::string out = detail::concat(
+      "lockstep run: the job succeeded on attempt ", attempts.back().attempt, " after ", restarts,
+      " restart(s)", changes ? detail::concat(" and ", changes, " membership change(s)") : "",
+      "\n");
   append_attempts(out, attempts, context);
   return out;
 }

@@ -16,8 +16,8 @@ namespace lockstep::net {
 
 // The address to bind for a listener that advertises `advertised`: the override when set
 // (`override_address`, else LOCKSTEP_BIND_ADDR), else `advertised` when this host has that
-// address, else every interface ("0.0.0.0"; "::" for an IPv6 literal). `what` names the listener in the
-// INFO line of a fallback.
+// address, else every interface ("0.0.0.0"; "::" for an IPv6 literal). `what` names the listener in
+// the INFO line of a fallback.
 std::string bind_address_for(const std::string& advertised, const std::string& what,
                              const std::string& override_address = "");
 

@@ -34,8 +34,7 @@ bool same_address(const sockaddr_storage& a, const sockaddr_storage& b) {
            reinterpret_cast<const sockaddr_in&>(b).sin_addr.s_addr;
   if (a.ss_family == AF_INET6)
     return std::memcmp(&reinterpret_cast<const sockaddr_in6&>(a).sin6_addr,
-                       &reinterpret_cast<const sockaddr_in6&>(b).sin6_addr,
-                       sizeof(in6_addr)) == 0;
+                       &reinterpret_cast<const sockaddr_in6&>(b).sin6_addr, sizeof(in6_addr)) == 0;
   return false;
 }
 

@@ -51,8 +51,9 @@ HelloReader::State HelloReader::advance(const Endpoint& me) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       if (Clock::now() < give_up_) return State::reading;
-      problem_ = got_ == 0 ? "it sent no hello" : got_ < sizeof(Hello) ? "its hello stopped short"
-                                                                      : "it sent no proof";
+      problem_ = got_ == 0              ? "it sent no hello"
+                 : got_ < sizeof(Hello) ? "its hello stopped short"
+                                        : "it sent no proof";
     } else {
       problem_ = n == 0 ? "it closed before its hello ended" : "it failed: " + errno_text(errno);
     }
@@ -64,8 +65,8 @@ HelloReader::State HelloReader::finish(const Endpoint& me) {
   for (;;) {
     const State s = advance(me);
     if (s != State::reading) return s;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up_ -
-                                                                            Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(give_up_ - Clock::now());
     pollfd p{fd_.get(), POLLIN, 0};
     ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0) + 1));
   }

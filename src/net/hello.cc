@@ -11,8 +11,10 @@ namespace lockstep::net {
 
 const char* service_name(Service service) {
   switch (service) {
-    case Service::mesh: return "tcp mesh";
-    case Service::p2p: return "p2p";
+    case Service::mesh:
+      return "tcp mesh";
+    case Service::p2p:
+      return "p2p";
   }
   return "unknown service";
 }

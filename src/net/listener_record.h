@@ -16,7 +16,7 @@
 namespace lockstep::net {
 
 struct ListenerRecord {
-  std::string host;      // what to connect to (an IPv6 literal without its brackets)
+  std::string host;  // what to connect to (an IPv6 literal without its brackets)
   uint16_t port = 0;
   std::string address;   // "<address>:<port>", as published
   std::string hostname;  // the listener's host name, for messages

@@ -1,6 +1,5 @@
 #include "net/peer_auth.h"
 
-
 #include "lockstep/core/error.h"
 
 namespace lockstep::auth {
@@ -81,7 +80,8 @@ std::string refusal_text(VerdictStatus status) {
 void check_verdict(std::string_view secret, const Nonce& challenge, const ConnectProof& sent,
                    const Verdict& verdict, const std::string& listener) {
   if (verdict.magic != Verdict::kMagic)
-    throw AuthError(detail::concat(listener, " answered with bytes that are not a lockstep "
+    throw AuthError(detail::concat(listener,
+                                   " answered with bytes that are not a lockstep "
                                    "verdict: another program on that port, or another lockstep "
                                    "version?"));
   switch (verdict.status) {
@@ -90,8 +90,8 @@ void check_verdict(std::string_view secret, const Nonce& challenge, const Connec
     case VerdictStatus::wrong_proof:
       throw AuthError(detail::concat(listener, " refused this rank: their secrets differ. ", kFix));
     case VerdictStatus::secret_missing:
-      throw AuthError(detail::concat(listener, " has the job's secret and this rank has none. ",
-                                     kFix));
+      throw AuthError(
+          detail::concat(listener, " has the job's secret and this rank has none. ", kFix));
     case VerdictStatus::no_secret_here:
       throw AuthError(detail::concat(listener, " has no secret and this rank has one. ", kFix));
     default:
@@ -100,8 +100,10 @@ void check_verdict(std::string_view secret, const Nonce& challenge, const Connec
   }
   if (secret.empty()) return;
   if (!check(secret, Role::server, sent.nonce, challenge, verdict.proof))
-    throw AuthError(detail::concat(listener, " accepted this rank but could not prove it knows "
-                                   "the job's secret: it is not a rank of this job. ", kFix));
+    throw AuthError(detail::concat(listener,
+                                   " accepted this rank but could not prove it knows "
+                                   "the job's secret: it is not a rank of this job. ",
+                                   kFix));
 }
 
 }  // namespace lockstep::auth

@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "core/log.h"
-#include "net/congestion.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/settings.h"
+#include "net/congestion.h"
 
 namespace lockstep::net {
 
@@ -27,7 +27,9 @@ void Fd::reset(int fd) {
   fd_ = fd;
 }
 
-std::string errno_text(int e) { return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")"; }
+std::string errno_text(int e) {
+  return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")";
+}
 
 std::string hostname() {
   char buf[256] = {};
@@ -122,8 +124,8 @@ Fd listen_tcp(const std::string& host, uint16_t port, int backlog) {
         "port ", port, " is already in use on ", hostname(),
         " (another job, or a previous run still exiting): choose another with --master-port / "
         "MASTER_PORT, or use port 0 to pick a free one"));
-  throw NetworkError(detail::concat("cannot listen on ", bind_host, ":", port, ": ",
-                                    errno_text(last_errno)));
+  throw NetworkError(
+      detail::concat("cannot listen on ", bind_host, ":", port, ": ", errno_text(last_errno)));
 }
 
 uint16_t local_port(int fd) {
@@ -220,8 +222,9 @@ Fd connect_tcp(const std::string& host, uint16_t port, Deadline deadline, bool l
     std::this_thread::sleep_for(std::min(backoff, deadline.remaining()));
     backoff = std::min(backoff * 2, milliseconds(1000));
   }
-  throw TimeoutError(detail::concat("could not connect to ", host, ":", port, " before the deadline; last error: ",
-                                    last_error, ". Is the master process running, and are MASTER_ADDR/MASTER_PORT right?"));
+  throw TimeoutError(detail::concat(
+      "could not connect to ", host, ":", port, " before the deadline; last error: ", last_error,
+      ". Is the master process running, and are MASTER_ADDR/MASTER_PORT right?"));
 }
 
 Fd accept_tcp(int listen_fd, Deadline deadline) {
@@ -290,8 +293,7 @@ void write_full(int fd, const void* data, size_t n, Deadline deadline, const std
     }
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_ready(fd, POLLOUT, deadline))
-        throw TimeoutError("timed out sending to " + what);
+      if (!wait_ready(fd, POLLOUT, deadline)) throw TimeoutError("timed out sending to " + what);
       continue;
     }
     throw NetworkError("connection to " + what + " failed while sending: " + errno_text(errno));
@@ -310,8 +312,7 @@ void read_full(int fd, void* data, size_t n, Deadline deadline, const std::strin
     if (r == 0) throw NetworkError("connection closed by " + what);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (!wait_ready(fd, POLLIN, deadline))
-        throw TimeoutError("timed out receiving from " + what);
+      if (!wait_ready(fd, POLLIN, deadline)) throw TimeoutError("timed out receiving from " + what);
       continue;
     }
     throw NetworkError("connection to " + what + " failed while receiving: " + errno_text(errno));

@@ -60,7 +60,9 @@ int64_t coarse_ns() {
 
 }  // namespace
 
-std::string rank_text(int rank) { return "rank " + std::to_string(rank); }
+std::string rank_text(int rank) {
+  return "rank " + std::to_string(rank);
+}
 
 Engine::State::State(std::unique_ptr<Channel> c, const GroupConfig& config, OpJournal* j)
     : channel(std::move(c)),
@@ -78,12 +80,12 @@ Engine::Engine(std::unique_ptr<Channel> channel, const GroupConfig& config, OpJo
 }
 
 Engine::~Engine() {
-  close(detail::concat("rank ", state_->rank, " destroyed its process group while this op was "
+  close(detail::concat("rank ", state_->rank,
+                       " destroyed its process group while this op was "
                        "pending"),
         detail::concat("rank ", state_->rank, " destroyed its process group"),
         Deadline::after(std::chrono::seconds(2)));
 }
-
 
 WorkPtr Engine::post(std::span<Request> requests, Deadline deadline,
                      detail::Description description) {
@@ -98,8 +100,8 @@ WorkPtr Engine::post(std::span<Request> requests, Deadline deadline,
       return done;
     }
   }
-  auto [work, completion] = detail::WorkAccess::make(
-      std::move(description), std::weak_ptr<detail::WaitPoller>(state_));
+  auto [work, completion] =
+      detail::WorkAccess::make(std::move(description), std::weak_ptr<detail::WaitPoller>(state_));
   auto batch = std::make_shared<Batch>();
   batch->work = completion;
   batch->deadline = deadline;
@@ -129,7 +131,10 @@ WorkPtr Engine::post(std::span<Request> requests, Deadline deadline,
     // In request order: sends to one peer are framed in the order they were requested.
     bool sends = false;
     for (const OpPtr& op : batch->ops) {
-      if (op->request.is_send) s.start_send(op); else s.start_recv(op);
+      if (op->request.is_send)
+        s.start_send(op);
+      else
+        s.start_recv(op);
       sends |= op->request.is_send;
     }
     // Sends go out now. Recvs need no round here: a message already read was matched above, and
@@ -142,8 +147,8 @@ WorkPtr Engine::post(std::span<Request> requests, Deadline deadline,
   return work;
 }
 
-void Engine::close(const std::string& why_here, const std::string& why_for_peers,
-                   Deadline linger, std::span<const int> unreachable) {
+void Engine::close(const std::string& why_here, const std::string& why_for_peers, Deadline linger,
+                   std::span<const int> unreachable) {
   State& s = *state_;
   {
     std::unique_lock<std::mutex> lock(s.mu);
@@ -152,8 +157,9 @@ void Engine::close(const std::string& why_here, const std::string& why_for_peers
     for (int p = 0; p < s.size; ++p) s.fail_ops_with(p, ErrorClass::network, why_here);
     for (const auto& b : s.batches)  // recvs from any rank
       for (const OpPtr& op : b->ops)
-        if (!op->done) s.op_done(op, std::make_exception_ptr(NetworkError(
-                                         name_of(op->request) + ": " + why_here)));
+        if (!op->done)
+          s.op_done(op,
+                    std::make_exception_ptr(NetworkError(name_of(op->request) + ": " + why_here)));
     s.batches.clear();
     s.posted_recvs.clear();
     // What is written from here on is a goodbye: a peer that refuses the connection it needs has

@@ -57,9 +57,9 @@ struct Request {
   uint32_t tag = 0;
   DType dtype = DType::u8;
   size_t count = 0;
-  const void* input = nullptr;  // send
-  void* output = nullptr;       // recv
-  uint64_t seq = 0;             // its number among the group's sends to (recvs from) the peer
+  const void* input = nullptr;     // send
+  void* output = nullptr;          // recv
+  uint64_t seq = 0;                // its number among the group's sends to (recvs from) the peer
   uint64_t record_id = kNoRecord;  // its entry in the group's OpJournal
 };
 
@@ -72,8 +72,7 @@ std::string describe(const Request& r);
 class Engine {
  public:
   // journal (may be null): told the end of every request that has a record_id.
-  Engine(std::unique_ptr<Channel> channel, const GroupConfig& config,
-         OpJournal* journal = nullptr);
+  Engine(std::unique_ptr<Channel> channel, const GroupConfig& config, OpJournal* journal = nullptr);
   // Closes (as an orderly destruction) if close() was not called.
   ~Engine();
   Engine(const Engine&) = delete;

@@ -32,8 +32,8 @@ std::vector<Line> parse_reply(const std::string& reply) {
     auto b = a == std::string::npos ? a : row.find('\t', a + 1);
     if (a != 1 || b == std::string::npos) continue;
     try {
-      lines.push_back({row[0], static_cast<uint32_t>(std::stoul(row.substr(2, b - 2))),
-                       row.substr(b + 1)});
+      lines.push_back(
+          {row[0], static_cast<uint32_t>(std::stoul(row.substr(2, b - 2))), row.substr(b + 1)});
     } catch (const std::exception&) {
       // not a line this engine writes: ignored
     }
@@ -64,7 +64,9 @@ std::string describe(const Request& r) {
                         ")");
 }
 
-std::string Engine::State::op_text(const PendingOp& op) const { return describe(op.request); }
+std::string Engine::State::op_text(const PendingOp& op) const {
+  return describe(op.request);
+}
 
 std::string Engine::State::mismatch_text(const PendingOp& recv, int sender,
                                          const FrameHeader& h) const {
@@ -79,7 +81,8 @@ std::string Engine::State::mismatch_text(const PendingOp& recv, int sender,
 
 Clock::time_point Engine::State::next_wakeup() const {
   auto next = Clock::time_point::max();
-  for (const auto& b : batches) next = std::min(next, b->diagnosing ? b->give_up : b->deadline.at());
+  for (const auto& b : batches)
+    next = std::min(next, b->diagnosing ? b->give_up : b->deadline.at());
   return next;
 }
 
@@ -129,7 +132,9 @@ void Engine::State::check_deadlines() {
       size_t& i;
       const std::vector<std::shared_ptr<Batch>>& all;
       const Batch* b;
-      ~Advance() { if (i < all.size() && all[i].get() == b) ++i; }
+      ~Advance() {
+        if (i < all.size() && all[i].get() == b) ++i;
+      }
     } advance{i, batches, b.get()};
     if (!b->diagnosing && now >= b->deadline.at()) {
       b->diagnosing = true;
@@ -181,9 +186,9 @@ std::string Engine::State::answer_query(int asker) const {
     if (t.peer == asker || t.peer == kAnySource) reply += t.line;
   for (const auto& u : unexpected)
     if (u->source == asker)
-      reply += line_of('U', u->header.tag,
-                       detail::concat(dtype_name(static_cast<DType>(u->header.dtype)), " x ",
-                                      u->header.count));
+      reply += line_of(
+          'U', u->header.tag,
+          detail::concat(dtype_name(static_cast<DType>(u->header.dtype)), " x ", u->header.count));
   return reply;
 }
 
@@ -233,8 +238,8 @@ std::string Engine::State::timeout_text(const Batch& b) const {
         other_tags.push_back(detail::concat("tag ", u->header.tag));
     const std::string it = detail::concat(rank_text(peer), " waits in ", join(its_recvs, ", "));
     if (!r.is_send && !other_tags.empty()) {
-      parts.push_back(detail::concat(me, ", but the messages ", rank_text(peer),
-                                     " sent it carry ", join(other_tags, ", "),
+      parts.push_back(detail::concat(me, ", but the messages ", rank_text(peer), " sent it carry ",
+                                     join(other_tags, ", "),
                                      ": a tag mismatch. Fix: use the same tag on both sides"));
     } else if (r.is_send && !its_held.empty()) {
       parts.push_back(detail::concat(me, ", but ", rank_text(peer), " holds messages of ",
@@ -242,10 +247,11 @@ std::string Engine::State::timeout_text(const Batch& b) const {
                                      its_recvs.empty() ? "posts no recv" : it,
                                      ": a tag mismatch. Fix: use the same tag on both sides"));
     } else if (!r.is_send && its_sends.empty() && !its_recvs.empty()) {
-      parts.push_back(detail::concat(
-          me, "; ", it, ": both ranks receive first, and neither sends (a deadlock). Fix: post "
-          "the sends first (send and isend return at once), or post both with "
-          "batch_isend_irecv"));
+      parts.push_back(
+          detail::concat(me, "; ", it,
+                         ": both ranks receive first, and neither sends (a deadlock). Fix: post "
+                         "the sends first (send and isend return at once), or post both with "
+                         "batch_isend_irecv"));
     } else if (r.is_send && its_recvs.empty() && !its_sends.empty()) {
       parts.push_back(detail::concat(
           me, "; ", rank_text(peer), " waits in ", join(its_sends, ", "),
@@ -260,11 +266,12 @@ std::string Engine::State::timeout_text(const Batch& b) const {
     } else {
       std::vector<std::string> all = its_sends;
       all.insert(all.end(), its_recvs.begin(), its_recvs.end());
-      parts.push_back(detail::concat(me, "; ", rank_text(peer), " has pending with it: ",
-                                     join(all, ", ")));
+      parts.push_back(
+          detail::concat(me, "; ", rank_text(peer), " has pending with it: ", join(all, ", ")));
     }
   }
-  return detail::concat(detail::WorkAccess::description(b.work), ": timed out after ", waited, " ms: ", join(parts, "; "));
+  return detail::concat(detail::WorkAccess::description(b.work), ": timed out after ", waited,
+                        " ms: ", join(parts, "; "));
 }
 
 }  // namespace lockstep::p2p

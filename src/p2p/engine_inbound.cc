@@ -47,7 +47,8 @@ void Engine::State::start_recv(const OpPtr& op) {
   op->source = u->source;
   if (op->bytes != u->header.bytes || static_cast<uint8_t>(r.dtype) != u->header.dtype) {
     const std::string text = mismatch_text(*op, u->source, u->header);
-    if (u->header.kind == FrameKind::rts) queue_text(u->source, FrameKind::nack, u->header.id, text);
+    if (u->header.kind == FrameKind::rts)
+      queue_text(u->source, FrameKind::nack, u->header.id, text);
     op_done(op, error_of(ErrorClass::mismatch, text));
     return;
   }
@@ -294,9 +295,11 @@ std::string Engine::State::tag_hint(const PendingOp& op, int peer) const {
   if (op.request.is_send) return "";
   for (const auto& u : unexpected)
     if (u->source == peer && u->header.tag != op.request.tag)
-      return detail::concat(" (the messages ", rank_text(peer), " sent that no recv took carry "
-                            "tag ", u->header.tag, ", but this recv waits for tag ",
-                            op.request.tag, ": a tag mismatch?)");
+      return detail::concat(" (the messages ", rank_text(peer),
+                            " sent that no recv took carry "
+                            "tag ",
+                            u->header.tag, ", but this recv waits for tag ", op.request.tag,
+                            ": a tag mismatch?)");
   return "";
 }
 
@@ -335,8 +338,7 @@ void Engine::State::fail_ops_with(int peer, ErrorClass error_class, const std::s
   bool anyone_left = false;
   for (int q = 0; q < size; ++q) anyone_left |= q != rank && peers[q].gone.empty();
   if (!anyone_left) {
-    for (const OpPtr& op : std::vector<OpPtr>(posted_recvs.begin(), posted_recvs.end()))
-      fail(op);
+    for (const OpPtr& op : std::vector<OpPtr>(posted_recvs.begin(), posted_recvs.end())) fail(op);
     posted_recvs.clear();
   }
 }

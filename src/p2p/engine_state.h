@@ -6,9 +6,9 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <functional>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -34,7 +34,13 @@ struct PendingOp {
   // Sends: the message id on the stream to the peer; recvs: the matched message's id.
   uint64_t id = 0;
   int source = -1;  // recvs: the rank matched (for any-source)
-  enum class Stage { posted, awaiting_cts, streaming, awaiting_data, detached } stage = Stage::posted;
+  enum class Stage {
+    posted,
+    awaiting_cts,
+    streaming,
+    awaiting_data,
+    detached
+  } stage = Stage::posted;
 };
 using OpPtr = std::shared_ptr<PendingOp>;
 
@@ -78,16 +84,16 @@ struct Peer {
   // The frame being read from the peer.
   FrameHeader in;
   size_t in_header_got = 0;
-  uint64_t in_left = 0;           // payload bytes still to read
-  std::byte* in_dest = nullptr;   // where they go (null: read and dropped, or into in_text)
+  uint64_t in_left = 0;          // payload bytes still to read
+  std::byte* in_dest = nullptr;  // where they go (null: read and dropped, or into in_text)
   bool in_is_text = false;
   std::string in_text;
-  OpPtr in_recv;                  // the recv completed by this payload
-  UnexpectedPtr in_unexpected;    // or the unexpected message it fills
+  OpPtr in_recv;                            // the recv completed by this payload
+  UnexpectedPtr in_unexpected;              // or the unexpected message it fills
   std::map<uint64_t, OpPtr> awaiting_cts;   // this rank's large sends, by id
   std::map<uint64_t, OpPtr> awaiting_data;  // this rank's recvs matched to the peer's rts, by id
   std::map<uint64_t, std::string> replies;  // answers to this rank's queries, by query id
-  std::string gone;  // why the peer can no longer be reached ("" while it can)
+  std::string gone;       // why the peer can no longer be reached ("" while it can)
   bool poisoned = false;  // a frame was cut short: nothing more may be written
 };
 
@@ -96,7 +102,7 @@ struct Engine::State : detail::WaitPoller {
 
   std::unique_ptr<Channel> channel;
   OpJournal* const journal;  // may be null
-  const bool lends_frames;  // channel->lends_bytes(): read_in parses frames in place
+  const bool lends_frames;   // channel->lends_bytes(): read_in parses frames in place
   const int rank;
   const int size;
   const std::string group;
@@ -105,8 +111,8 @@ struct Engine::State : detail::WaitPoller {
   std::mutex mu;
   std::vector<Peer> peers;
   // Vectors, not lists: a message allocates nothing here (the few entries are scanned).
-  std::vector<OpPtr> posted_recvs;            // unmatched, in post order
-  std::list<UnexpectedPtr> unexpected;        // unmatched, in arrival order
+  std::vector<OpPtr> posted_recvs;              // unmatched, in post order
+  std::list<UnexpectedPtr> unexpected;          // unmatched, in arrival order
   std::vector<std::shared_ptr<Batch>> batches;  // not yet completed
   struct TimedOut {
     int peer;
@@ -164,7 +170,7 @@ struct Engine::State : detail::WaitPoller {
   Taken take_whole_frame(int peer);
   void on_header(int peer);
   void on_payload_done(int peer);
-  void on_message(int peer, const FrameHeader& h);  // eager or rts header
+  void on_message(int peer, const FrameHeader& h);           // eager or rts header
   void deliver(OpPtr recv, int peer, const FrameHeader& h);  // matched message
   void check_gone(int peer);
   // For a recv from `peer`: a note when the peer's unmatched messages here carry another tag.

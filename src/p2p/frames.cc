@@ -11,15 +11,24 @@ bool carries_payload(FrameKind kind) {
 
 const char* frame_kind_name(FrameKind kind) {
   switch (kind) {
-    case FrameKind::eager: return "eager";
-    case FrameKind::rts: return "rts";
-    case FrameKind::cts: return "cts";
-    case FrameKind::data: return "data";
-    case FrameKind::nack: return "nack";
-    case FrameKind::cancel: return "cancel";
-    case FrameKind::query: return "query";
-    case FrameKind::reply: return "reply";
-    case FrameKind::bye: return "bye";
+    case FrameKind::eager:
+      return "eager";
+    case FrameKind::rts:
+      return "rts";
+    case FrameKind::cts:
+      return "cts";
+    case FrameKind::data:
+      return "data";
+    case FrameKind::nack:
+      return "nack";
+    case FrameKind::cancel:
+      return "cancel";
+    case FrameKind::query:
+      return "query";
+    case FrameKind::reply:
+      return "reply";
+    case FrameKind::bye:
+      return "bye";
   }
   return "unknown";
 }

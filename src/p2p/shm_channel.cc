@@ -182,8 +182,8 @@ size_t ShmChannel::write(int peer, const std::byte* data, size_t bytes, Deadline
   const uint64_t span = std::min(room(*m, o, inbox::chunk_span(bytes)), m->capacity - at) /
                         inbox::kChunkAlign * inbox::kChunkAlign;
   if (span < inbox::chunk_span(1)) return 0;
-  const size_t n = static_cast<size_t>(
-      std::min<uint64_t>(bytes, span - sizeof(inbox::ChunkHeader)));
+  const size_t n =
+      static_cast<size_t>(std::min<uint64_t>(bytes, span - sizeof(inbox::ChunkHeader)));
   auto* chunk = reinterpret_cast<inbox::ChunkHeader*>(m->data + at);
   std::memcpy(m->data + at + sizeof(inbox::ChunkHeader), data, n);
   chunk->bytes = n;
@@ -209,8 +209,7 @@ bool ShmChannel::write_whole(int peer, const std::byte* data, size_t bytes, Dead
   Mapped* m = mapped(peer);
   if (m && m->data) {
     Out& o = out_[static_cast<size_t>(peer)];
-    if (room(*m, o, span) < span || m->capacity - (o.head & (m->capacity - 1)) < span)
-      return false;
+    if (room(*m, o, span) < span || m->capacity - (o.head & (m->capacity - 1)) < span) return false;
   } else if (span > inbox::page_size()) {
     return false;  // a first write goes into an empty ring of at least a page
   }
@@ -294,8 +293,8 @@ std::span<const std::byte> ShmChannel::peek(int peer) {
 
 void ShmChannel::consume(int peer, size_t bytes) {
   In& i = in_[static_cast<size_t>(peer)];
-  LOCKSTEP_ENFORCE(bytes <= i.left, InvalidArgument, who(peer), ": consume(", bytes,
-                   ") past the ", i.left, " bytes peek() showed");
+  LOCKSTEP_ENFORCE(bytes <= i.left, InvalidArgument, who(peer), ": consume(", bytes, ") past the ",
+                   i.left, " bytes peek() showed");
   i.at += bytes;
   i.left -= bytes;
   published(peer);

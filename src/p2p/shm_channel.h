@@ -6,11 +6,11 @@
 // and rank, ring capacity, the stamp key, the bell, the sleeping count, the closed flag, the attach
 // count), then a ring per sender (size - 1 of them): its control (head, written by the sender;
 // tail, written by the owner, with the sender's wants_room flag; each on its own cache line) and
-// its data (capacity bytes, a power of two, page-aligned). A writer maps only the controls of its peer's inbox and its own
-// ring's data, which it reserves (fallocate) when it first connects, so that a full /dev/shm
-// fails there and not with SIGBUS; a reader maps its own inbox whole. Untouched rings cost
-// address space only. The name is unlinked as soon as every peer has mapped it (attach count),
-// else at destruction; a rank that starts unlinks the inboxes of dead processes.
+// its data (capacity bytes, a power of two, page-aligned). A writer maps only the controls of its
+// peer's inbox and its own ring's data, which it reserves (fallocate) when it first connects, so
+// that a full /dev/shm fails there and not with SIGBUS; a reader maps its own inbox whole.
+// Untouched rings cost address space only. The name is unlinked as soon as every peer has mapped it
+// (attach count), else at destruction; a rank that starts unlinks the inboxes of dead processes.
 //
 // [Streams] Ring s of inbox r is a single-producer single-consumer ring from s to r, holding the
 // stream as chunks (layout in shm_inbox.h): each write() appends one chunk, stamped last
@@ -106,11 +106,11 @@ class ShmChannel : public Channel {
     uint64_t head = 0;
     uint64_t tail_seen = 0;
   };
-  struct In {  // from a peer: touched only by read()
-    uint64_t next = 0;      // position of the next chunk, once the current one is read
-    uint64_t at = 0;        // position of the current chunk's next unread byte
-    uint64_t left = 0;      // its unread bytes
-    bool touched = false;   // the ring's pages touched (inbox::touch_pages), on its first bytes
+  struct In {              // from a peer: touched only by read()
+    uint64_t next = 0;     // position of the next chunk, once the current one is read
+    uint64_t at = 0;       // position of the current chunk's next unread byte
+    uint64_t left = 0;     // its unread bytes
+    bool touched = false;  // the ring's pages touched (inbox::touch_pages), on its first bytes
   };
   // What maybe_unread() watches in the ring from a sender, published by read(): the position of
   // the next chunk, or kPartial while a chunk has bytes left.

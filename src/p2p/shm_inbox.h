@@ -32,7 +32,7 @@ struct Header {
   uint64_t capacity = 0;     // of each ring; a power of two, a multiple of the page size
   uint64_t data_offset = 0;  // of ring 0's data; page-aligned
   uint64_t total_bytes = 0;
-  uint64_t stamp_key = 0;  // random, never zero: see chunk_stamp
+  uint64_t stamp_key = 0;                     // random, never zero: see chunk_stamp
   alignas(64) std::atomic<uint32_t> bell{0};  // futex word, rung by writers, readers and wake()
   std::atomic<uint32_t> sleeping{0};          // sleep() calls in progress
   alignas(64) std::atomic<uint32_t> closed{0};
@@ -56,7 +56,9 @@ struct ChunkHeader {
 };
 constexpr size_t kChunkAlign = 64;
 static_assert(sizeof(ChunkHeader) == 16 && kChunkAlign % alignof(ChunkHeader) == 0);
-inline uint64_t chunk_stamp(uint64_t position, uint64_t key) { return ~position ^ key; }
+inline uint64_t chunk_stamp(uint64_t position, uint64_t key) {
+  return ~position ^ key;
+}
 // The bytes a chunk of `payload` bytes takes in the ring, padding included.
 inline uint64_t chunk_span(uint64_t payload) {
   return (sizeof(ChunkHeader) + payload + kChunkAlign - 1) / kChunkAlign * kChunkAlign;

@@ -13,10 +13,10 @@
 #include <utility>
 
 #include "core/log.h"
+#include "lockstep/core/error.h"
 #include "net/bind.h"
 #include "net/listener_record.h"
 #include "store/refusals.h"
-#include "lockstep/core/error.h"
 
 namespace lockstep::p2p {
 
@@ -52,11 +52,11 @@ SocketChannel::SocketChannel(const GroupConfig& config)
   LOCKSTEP_ENFORCE(rank_ >= 0 && rank_ < size_, InvalidArgument, "SocketChannel: rank ", rank_,
                    " outside a group of ", size_);
   wake_fd_ = net::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  LOCKSTEP_ENFORCE(wake_fd_.valid(), NetworkError, prefix(), "eventfd failed: ",
-                   net::errno_text(errno));
-  listener_ = net::listen_where_advertised(advertised_host(config), 0,
-                                           detail::concat("group '", config.name, "' rank ",
-                                                          config.rank, " (p2p)"));
+  LOCKSTEP_ENFORCE(wake_fd_.valid(), NetworkError, prefix(),
+                   "eventfd failed: ", net::errno_text(errno));
+  listener_ = net::listen_where_advertised(
+      advertised_host(config), 0,
+      detail::concat("group '", config.name, "' rank ", config.rank, " (p2p)"));
   net::set_nonblocking(listener_.get(), true);
   challenge_ = auth::make_nonce();
   const std::string record = net::format_listener_record(
@@ -80,8 +80,10 @@ std::string SocketChannel::describe(int peer) const {
   const Peer& p = peers_[static_cast<size_t>(peer)];
   std::string where;
   if (p.pid > 0) where = detail::concat("pid ", p.pid, " on ", p.host);
-  if (!p.address.empty()) where += (where.empty() ? "" : ", ") + p.address;
-  else if (!p.remote.empty()) where += (where.empty() ? "" : ", ") + p.remote;
+  if (!p.address.empty())
+    where += (where.empty() ? "" : ", ") + p.address;
+  else if (!p.remote.empty())
+    where += (where.empty() ? "" : ", ") + p.remote;
   return detail::concat("rank ", peer, where.empty() ? "" : " (" + where + ")");
 }
 
@@ -96,8 +98,7 @@ void SocketChannel::connect(int peer, Deadline deadline) {
   } catch (const TimeoutError& e) {
     throw TimeoutError(detail::concat(
         prefix(), "rank ", peer, " never published its p2p address (store key '", key,
-        "') before the deadline: did it start, and make its side of the group? (", e.what(),
-        ")"));
+        "') before the deadline: did it start, and make its side of the group? (", e.what(), ")"));
   }
   const net::ListenerRecord listener = net::parse_listener_record(record, peer);
   p.address = listener.address;
@@ -208,14 +209,12 @@ size_t SocketChannel::write(int peer, const std::byte* data, size_t bytes, Deadl
     int e = errno;
     if (e == EINTR) continue;
     if (e == EAGAIN || e == EWOULDBLOCK) return 0;
-    p.out_error = (e == EPIPE || e == ECONNRESET)
-                      ? detail::concat("the connection to ", describe(peer),
-                                       " was reset (its process died?)")
-                  : net::is_unreachable(e)
-                      ? detail::concat("sending to ", describe(peer),
-                                       " failed: ", net::unreachable_text(e))
-                      : detail::concat("sending to ", describe(peer),
-                                       " failed: ", net::errno_text(e));
+    p.out_error =
+        (e == EPIPE || e == ECONNRESET)
+            ? detail::concat("the connection to ", describe(peer), " was reset (its process died?)")
+        : net::is_unreachable(e)
+            ? detail::concat("sending to ", describe(peer), " failed: ", net::unreachable_text(e))
+            : detail::concat("sending to ", describe(peer), " failed: ", net::errno_text(e));
     {
       std::lock_guard lock(mu_);
       p.out_pollable = false;
@@ -284,8 +283,9 @@ std::string SocketChannel::broken(int peer) {
       log_info(prefix(), "could not ask the store whether rank ", peer, " closed: ", e.what());
     }
     p.why = closed ? detail::concat("rank ", peer, " closed its end of the stream")
-                   : detail::concat(describe(peer), " died: its stream ended without an orderly "
-                                                    "close (the process exited or was killed)");
+                   : detail::concat(describe(peer),
+                                    " died: its stream ended without an orderly "
+                                    "close (the process exited or was killed)");
   } else if (!p.out_error.empty() && !has_unread(p)) {
     p.why = p.out_error;
   }
@@ -314,10 +314,9 @@ void SocketChannel::settle(Pending& q) {
   const auth::Verdict verdict = q.judge(config_.secret, challenge_);
   const bool told = net::send_verdict(q.fd().get(), verdict);
   if (verdict.status != auth::VerdictStatus::accepted || !told) {
-    const std::string text =
-        detail::concat(prefix(), "a p2p connection from ", q.remote(), " claiming rank ",
-                       q.hello().rank, " was ",
-                       told ? auth::refusal_text(verdict.status) : "dropped: it left at once");
+    const std::string text = detail::concat(
+        prefix(), "a p2p connection from ", q.remote(), " claiming rank ", q.hello().rank, " was ",
+        told ? auth::refusal_text(verdict.status) : "dropped: it left at once");
     log_info(text);
     retire(std::move(q.fd()));
     if (verdict.status != auth::VerdictStatus::accepted) note_refusal(text);
@@ -405,8 +404,10 @@ void SocketChannel::sleep(Clock::time_point until, std::span<const int> want_roo
     for (int r : want_room) {
       if (r < 0 || r >= size_) continue;
       const Peer& p = peers_[static_cast<size_t>(r)];
-      if (!p.out_pollable) now = true;  // not connected yet (write connects) or failed: no wait
-      else fds.push_back({p.out.get(), POLLOUT, 0});
+      if (!p.out_pollable)
+        now = true;  // not connected yet (write connects) or failed: no wait
+      else
+        fds.push_back({p.out.get(), POLLOUT, 0});
     }
     ++sleepers_;
   }

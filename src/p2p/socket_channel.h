@@ -19,8 +19,9 @@
 // (net::HelloReader); a
 // connection whose hello is garbage, of another group, of a rank out of range or already
 // connected, whose proof fails, or that says nothing for 5 s, is closed with an info log naming
-// its address, without disturbing the streams; it never gets a byte of them. read() is one recv from the peer's inbound socket; EOF and resets are remembered for
-// broken(), which reports them once read() has returned every byte before them.
+// its address, without disturbing the streams; it never gets a byte of them. read() is one recv
+// from the peer's inbound socket; EOF and resets are remembered for broken(), which reports them
+// once read() has returned every byte before them.
 //
 // Orderly close: close() sets store_key(config, "socket_closed", rank), then shuts down the write
 // side of every outbound socket, so peers read everything and then EOF. An EOF with that key set
@@ -89,18 +90,18 @@ class SocketChannel final : public Channel {
     size_t verdict_got = 0;
     Clock::time_point verdict_by{};  // when a reader that said nothing is given up on
     bool out_auth_failed = false;    // out_error is the verdict's
-    net::Fd out;              // the socket; assigned under mu_
-    bool out_pollable = false;  // under mu_: connected and not failed
-    std::string out_error;    // why sending failed ("" while fine)
+    net::Fd out;                     // the socket; assigned under mu_
+    bool out_pollable = false;       // under mu_: connected and not failed
+    std::string out_error;           // why sending failed ("" while fine)
     // Inbound: accepted by service().
-    net::Fd in;               // assigned under mu_
-    Inbound in_state = Inbound::none;  // changed under mu_
-    int in_errno = 0;         // for Inbound::reset
-    int pid = 0;              // from the hello
-    std::string host;         // from the hello
-    std::string remote;       // the inbound socket's remote "ip:port"
+    net::Fd in;                         // assigned under mu_
+    Inbound in_state = Inbound::none;   // changed under mu_
+    int in_errno = 0;                   // for Inbound::reset
+    int pid = 0;                        // from the hello
+    std::string host;                   // from the hello
+    std::string remote;                 // the inbound socket's remote "ip:port"
     std::atomic<bool> readable{false};  // a recv may find something
-    std::string why;          // broken()'s final answer, once known
+    std::string why;                    // broken()'s final answer, once known
   };
   using Pending = net::HelloReader;
 
@@ -124,8 +125,8 @@ class SocketChannel final : public Channel {
   GroupConfig config_;
   const int rank_;
   const int size_;
-  net::Endpoint me_;      // this rank's side of every hello
-  std::string address_;  // "host:port", as published
+  net::Endpoint me_;       // this rank's side of every hello
+  std::string address_;    // "host:port", as published
   auth::Nonce challenge_;  // published with it (src/net/peer_auth.h)
   std::unique_ptr<Peer[]> peers_;
   bool closed_ = false;
@@ -133,12 +134,12 @@ class SocketChannel final : public Channel {
   // peer that refuses connections has left.
   std::atomic<bool> leaving_{false};
 
-  std::mutex mu_;             // guards what sleep() reads: the fields marked above, and:
-  net::Fd listener_;          // invalid after close()
-  net::Fd wake_fd_;           // eventfd (never changes)
+  std::mutex mu_;     // guards what sleep() reads: the fields marked above, and:
+  net::Fd listener_;  // invalid after close()
+  net::Fd wake_fd_;   // eventfd (never changes)
   std::vector<Pending> pending_;
   int sleepers_ = 0;
-  std::vector<net::Fd> graveyard_;  // dropped while a sleep() ran
+  std::vector<net::Fd> graveyard_;         // dropped while a sleep() ran
   Clock::time_point last_refusal_note_{};  // note_refusal's rate limit
   int64_t unnoted_refusals_ = 0;
 };

@@ -48,7 +48,9 @@ uint32_t get_u32(const char* p) {
   return v;
 }
 
-void put_u32(std::string& out, uint32_t v) { put_le(out, v, 4); }
+void put_u32(std::string& out, uint32_t v) {
+  put_le(out, v, 4);
+}
 
 void encode(const Message& m, std::string& out) {
   size_t total = kHeaderBytes;

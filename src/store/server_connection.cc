@@ -130,7 +130,8 @@ void ServerConnection::check_handshake(const char** p, const char* end) {
         server_nonce_ = auth::make_nonce();
         auth::Proof proof{};
         if (!secret_.empty())
-          proof = auth::prove(secret_, auth::Role::server, handshake_.client_nonce(), server_nonce_);
+          proof =
+              auth::prove(secret_, auth::Role::server, handshake_.client_nonce(), server_nonce_);
         out_.append(store_proto::server_hello(!secret_.empty(), server_nonce_, proof));
         flush();
         break;

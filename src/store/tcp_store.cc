@@ -82,9 +82,8 @@ TcpStore::TcpStore(const TcpStoreOptions& options) : impl_(std::make_unique<Impl
     impl_->port = impl_->server->port();
   }
   set_timeout(options.timeout);
-  impl_->conn = std::make_unique<sd::ClientConnection>(options.host, impl_->port,
-                                                       Deadline::after(options.timeout),
-                                                       options.secret);
+  impl_->conn = std::make_unique<sd::ClientConnection>(
+      options.host, impl_->port, Deadline::after(options.timeout), options.secret);
 }
 
 TcpStore::~TcpStore() = default;
@@ -172,6 +171,8 @@ void TcpStore::multi_set(const std::vector<std::string>& keys,
 
 namespace lockstep {
 
-std::string job_secret_from_environment() { return auth::secret_from_environment(); }
+std::string job_secret_from_environment() {
+  return auth::secret_from_environment();
+}
 
 }  // namespace lockstep

@@ -228,11 +228,11 @@ void TcpStoreServer::Impl::serve(ServerConnection& c, uint32_t events) {
 // (src/store/refusals.h). Requests of no connection: their replies go nowhere.
 void TcpStoreServer::Impl::note_refusal(const std::string& text) {
   using store_proto::Command;
-  service.handle(kNoConnection, {.code = static_cast<uint8_t>(Command::add),
-                                 .number = 1,
-                                 .strings = {kRefusedCountKey}});
-  service.handle(kNoConnection, {.code = static_cast<uint8_t>(Command::set),
-                                 .strings = {kRefusedLastKey, text}});
+  service.handle(
+      kNoConnection,
+      {.code = static_cast<uint8_t>(Command::add), .number = 1, .strings = {kRefusedCountKey}});
+  service.handle(kNoConnection,
+                 {.code = static_cast<uint8_t>(Command::set), .strings = {kRefusedLastKey, text}});
 }
 
 void TcpStoreServer::Impl::drop_dead() {

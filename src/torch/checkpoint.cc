@@ -51,7 +51,8 @@ std::string serialize(const CheckpointState& state) {
   root.write("counters", counters);
   if (state.sampler != nullptr) {
     ::torch::serialize::OutputArchive sampler(root.compilation_unit());
-    sampler.write("cursor", ::torch::tensor(cursor_numbers(state.sampler->cursor()), ::torch::kInt64),
+    sampler.write("cursor",
+                  ::torch::tensor(cursor_numbers(state.sampler->cursor()), ::torch::kInt64),
                   /*is_buffer=*/true);
     root.write("sampler", sampler);
   }
@@ -204,8 +205,7 @@ void read_archive(::torch::serialize::InputArchive& root, const std::string& pat
     }
     const ::torch::Tensor flat = numbers.contiguous();
     const int64_t* data = flat.data_ptr<int64_t>();
-    const std::optional<SamplerCursor> cursor =
-        cursor_from_numbers({data, data + numbers.numel()});
+    const std::optional<SamplerCursor> cursor = cursor_from_numbers({data, data + numbers.numel()});
     if (!cursor) throw InvalidArgument(concat("checkpoint ", path, "'s sampler cursor is damaged"));
     state->sampler->resume(*cursor);
   }

@@ -24,15 +24,13 @@ CommHook from_bucket_hook(ddp::BucketHook hook) {
 // the all_reduce after it; the widening runs after the Work, which has then finished).
 HookWork compress_on_device(ProcessGroup& group, GradBucket& bucket, DType wire,
                             const CompressOptions& options) {
-  at::Tensor scaled = options.divide_before_sum
-                          ? bucket.buffer / static_cast<double>(group.size())
-                          : bucket.buffer;
+  at::Tensor scaled =
+      options.divide_before_sum ? bucket.buffer / static_cast<double>(group.size()) : bucket.buffer;
   at::Tensor packed = scaled.to(detail::to_scalar_type(wire)).contiguous();
   ReduceOp op = options.divide_before_sum ? ReduceOp::sum : ReduceOp::avg;
   WorkPtr work = group.all_reduce(detail::buffer_of(packed), {.op = op});
-  return HookWork{std::move(work), [target = bucket.buffer, packed]() mutable {
-                    target.copy_(packed);
-                  }};
+  return HookWork{std::move(work),
+                  [target = bucket.buffer, packed]() mutable { target.copy_(packed); }};
 }
 
 CommHook compress(DType wire, const CompressOptions& options) {

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <utility>
 #include <unordered_set>
+#include <utility>
 
 #include "autograd_glue.h"
 #include "core/log.h"
@@ -25,9 +25,9 @@ namespace lockstep::torch {
 
 namespace {
 
+using detail::accumulator_of;
 using detail::add_accumulator_hook;
 using detail::add_node_pre_hook;
-using detail::accumulator_of;
 using detail::at_end_of_backward;
 using detail::reachable_nodes;
 using detail::remove_accumulator_hook;
@@ -124,7 +124,8 @@ class DistributedDataParallelBase::Impl : public ddp::GradientAccess {
   std::vector<detail::NodePtr> accumulators_;
   std::vector<uintptr_t> hook_keys_;
   std::vector<uint8_t> grad_is_view_;
-  std::unique_ptr<ddp::BucketMemory> memory_;  // [Bucket memory] on the parameters' device; null: host
+  std::unique_ptr<ddp::BucketMemory>
+      memory_;  // [Bucket memory] on the parameters' device; null: host
   std::unique_ptr<ddp::Reducer> reducer_;
 
   bool armed_ = false;            // the next backward synchronises
@@ -165,8 +166,8 @@ DistributedDataParallelBase::Impl::Impl(DistributedDataParallelBase* owner,
   for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
     const at::Tensor& p = item.value();
     auto dtype = detail::to_dtype(p.scalar_type());
-    LOCKSTEP_ENFORCE((p.device().is_cpu() || p.device().is_cuda()) &&
-                         p.layout() == at::kStrided && p.is_contiguous(),
+    LOCKSTEP_ENFORCE((p.device().is_cpu() || p.device().is_cuda()) && p.layout() == at::kStrided &&
+                         p.is_contiguous(),
                      InvalidArgument, "DistributedDataParallel: parameter '", item.key(),
                      "' is not a dense contiguous CPU or CUDA tensor (", p.device(), ")");
     if (!device) {
@@ -228,12 +229,13 @@ std::vector<at::Tensor> DistributedDataParallelBase::Impl::state_tensors() const
 // CUDA parameters: buckets on their device, reduced by the group's nccl route (under backend auto)
 // and ordered after torch's current stream. The reducer's bookkeeping stays on the host.
 void DistributedDataParallelBase::Impl::use_device(at::Device device) {
-  LOCKSTEP_ENFORCE(group_->backend_name() != "nccl", InvalidArgument,
-                   "DistributedDataParallel: group '", group_->name(),
-                   "' uses backend nccl, which moves CUDA memory only, but DDP also reduces host "
-                   "data (the model check, the used-parameter bitmap, the bucket order). Create the "
-                   "group with backend auto (the default): it sends CUDA buffers to nccl and host "
-                   "buffers to shm or tcp");
+  LOCKSTEP_ENFORCE(
+      group_->backend_name() != "nccl", InvalidArgument, "DistributedDataParallel: group '",
+      group_->name(),
+      "' uses backend nccl, which moves CUDA memory only, but DDP also reduces host "
+      "data (the model check, the used-parameter bitmap, the bucket order). Create the "
+      "group with backend auto (the default): it sends CUDA buffers to nccl and host "
+      "buffers to shm or tcp");
   detail::use_torch_current_stream();
   memory_ = std::make_unique<detail::TensorMemory>(device);
 }
@@ -321,8 +323,8 @@ void DistributedDataParallelBase::Impl::on_static_gradient(size_t p) {
                    "been reduced. static_graph needs the same autograd graph in every iteration; "
                    "turn it off for a model whose graph changes");
   LOCKSTEP_ENFORCE(
-      runs <= expected_runs_[p], InvalidArgument, "DistributedDataParallel: parameter '",
-      names_[p], "' got its gradient ", runs, runs == 1 ? " time" : " times",
+      runs <= expected_runs_[p], InvalidArgument, "DistributedDataParallel: parameter '", names_[p],
+      "' got its gradient ", runs, runs == 1 ? " time" : " times",
       " in this backward pass on rank ", group_->rank(), ", but ", expected_runs_[p],
       expected_runs_[p] == 1 ? " time" : " times",
       " in the first one. static_graph needs the same autograd graph in every iteration; turn it "
@@ -510,7 +512,8 @@ std::vector<std::vector<std::string>> DistributedDataParallelBase::Impl::layout(
 DistributedDataParallelBase::DistributedDataParallelBase(
     std::shared_ptr<::torch::nn::Module> module, std::shared_ptr<ProcessGroup> group,
     DdpOptions options)
-    : impl_(std::make_unique<Impl>(this, std::move(module), std::move(group), std::move(options))) {}
+    : impl_(std::make_unique<Impl>(this, std::move(module), std::move(group), std::move(options))) {
+}
 
 DistributedDataParallelBase::~DistributedDataParallelBase() = default;
 

@@ -113,8 +113,9 @@ void Join::join() {
   }
   // The rank that joined last holds the most recent parameters; the highest such rank decides.
   int32_t authority = last_joiner ? group_->rank() : -1;
-  group_->all_reduce(BufferView{&authority, 1, DType::i32},
-                     {.op = ReduceOp::max, .timeout = options_.timeout})
+  group_
+      ->all_reduce(BufferView{&authority, 1, DType::i32},
+                   {.op = ReduceOp::max, .timeout = options_.timeout})
       ->wait();
   for (Joinable* j : joinables_) j->join_finish(authority);
   detach();

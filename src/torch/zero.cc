@@ -24,9 +24,8 @@ constexpr const char* kWhat = "ZeroRedundancyOptimizer";
 std::vector<std::vector<size_t>> partition(const std::vector<at::Tensor>& params, int ranks) {
   std::vector<size_t> order(params.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return params[a].numel() > params[b].numel();
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return params[a].numel() > params[b].numel(); });
   std::vector<std::vector<size_t>> shards(static_cast<size_t>(ranks));
   std::vector<int64_t> load(static_cast<size_t>(ranks), 0);
   for (size_t i : order) {
@@ -158,9 +157,9 @@ const std::vector<size_t>& ZeroRedundancyOptimizer::shard(int rank) const {
 }
 
 ::torch::optim::Optimizer& ZeroRedundancyOptimizer::local_optimizer() {
-  LOCKSTEP_ENFORCE(impl_->local != nullptr, InvalidArgument, kWhat, ": rank ",
-                   impl_->group->rank(), " owns no parameter (", impl_->params.size(),
-                   " parameters over ", impl_->group->size(), " ranks), so it has no optimizer");
+  LOCKSTEP_ENFORCE(impl_->local != nullptr, InvalidArgument, kWhat, ": rank ", impl_->group->rank(),
+                   " owns no parameter (", impl_->params.size(), " parameters over ",
+                   impl_->group->size(), " ranks), so it has no optimizer");
   return *impl_->local;
 }
 
@@ -199,8 +198,8 @@ void ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
     }
     s.resize(static_cast<size_t>(sizes[static_cast<size_t>(r)]));
     if (!s.empty())
-      recvs.push_back(g.recv(BufferView{s.data(), s.size(), DType::u8}, r,
-                             {.timeout = impl_->timeout}));
+      recvs.push_back(
+          g.recv(BufferView{s.data(), s.size(), DType::u8}, r, {.timeout = impl_->timeout}));
   }
   for (auto& w : recvs) w->wait();
 }
@@ -218,6 +217,8 @@ const ZeroRedundancyOptimizer::OptimizerFactory& ZeroRedundancyOptimizer::optimi
   return impl_->factory;
 }
 
-bool ZeroRedundancyOptimizer::has_local_optimizer() const { return impl_->local != nullptr; }
+bool ZeroRedundancyOptimizer::has_local_optimizer() const {
+  return impl_->local != nullptr;
+}
 
 }  // namespace lockstep::torch

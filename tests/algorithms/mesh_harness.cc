@@ -32,12 +32,12 @@ void with_mesh(int size, const std::function<void(MeshRank&)>& fn) {
   auto store = std::make_shared<HashStore>();
   spawn(size, [&](int rank) {
     auto conns = tcp::connect_mesh({.group = group,
-                               .rank = rank,
-                               .size = size,
-                               .store = store,
-                               .advertise_address = "127.0.0.1",
-                               .hostname = "test-host",
-                               .deadline = Deadline::after(std::chrono::seconds(30))});
+                                    .rank = rank,
+                                    .size = size,
+                                    .store = store,
+                                    .advertise_address = "127.0.0.1",
+                                    .hostname = "test-host",
+                                    .deadline = Deadline::after(std::chrono::seconds(30))});
     tcp::TcpTransport transport(
         std::move(conns),
         {.group = group, .rank = rank, .size = size, .hostname = "test-host", .store = store});

@@ -19,8 +19,8 @@
 #include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
 #include "store/refusals.h"
-#include "support/wait_for.h"
 #include "support/messages.h"
+#include "support/wait_for.h"
 
 namespace lockstep::testing {
 namespace {
@@ -180,12 +180,14 @@ TEST(Doctor, ReportsConnectionsTheJobRefused) {
   }();
   Doctor d = doctor(env);
   ASSERT_EQ(d.find("ok", "refusals").size(), 1u) << d.process.output;
-  note_refusals(store, 2, "group 'default' rank 0: a connection from 10.9.8.7:5555 claiming "
-                          "rank 1 was refused: it does not know the job's secret (wrong proof)");
+  note_refusals(store, 2,
+                "group 'default' rank 0: a connection from 10.9.8.7:5555 claiming "
+                "rank 1 was refused: it does not know the job's secret (wrong proof)");
   d = doctor(env);
   ASSERT_EQ(d.find("problem", "refusals").size(), 1u) << d.process.output;
-  EXPECT_TRUE(contains(d.find("problem", "refusals")[0].text, "2 connection(s) to this job were "
-                                                              "refused"));
+  EXPECT_TRUE(contains(d.find("problem", "refusals")[0].text,
+                       "2 connection(s) to this job were "
+                       "refused"));
   EXPECT_TRUE(contains(d.find("problem", "refusals")[0].text, "10.9.8.7:5555"));
 }
 

@@ -141,8 +141,7 @@ TEST(TraceCommand, MergesTheDumpsOfARealTimeout) {
   std::set<int64_t> named, with_ops;
   for (const auto& e : debug::json::array(trace_json, "traceEvents")) {
     int64_t pid = debug::json::integer(e, "pid");
-    if (e.at("ph") == "M" && e.at("name") == "process_name")
-      named.insert(pid);
+    if (e.at("ph") == "M" && e.at("name") == "process_name") named.insert(pid);
     if (e.at("ph") != "X") continue;
     with_ops.insert(pid);
     const auto& args = e.at("args");

@@ -11,8 +11,8 @@
 
 #include "harness.h"
 #include "lockstep/core/error.h"
-#include "support/spawn.h"
 #include "support/messages.h"
+#include "support/spawn.h"
 
 namespace lockstep::ddp {
 namespace {
@@ -200,7 +200,6 @@ TEST(Reducer, UnusedParametersAreReducedAsZeroOrLeftUntouchedWhenNoRankUsedThem)
     EXPECT_EQ(reducer.unused_seen(), expected);
   });
 }
-
 
 TEST(Reducer, NamesEachUnusedParameterOnceInAWarning) {
   std::vector<ParamSpec> params = {{"encoder.weight", 4, DType::f32},

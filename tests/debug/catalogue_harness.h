@@ -14,8 +14,8 @@
 #include "lockstep/core/error.h"
 #include "lockstep/store/tcp_store.h"
 #include "support/child_mode.h"
-#include "support/subprocess.h"
 #include "support/messages.h"
+#include "support/subprocess.h"
 
 namespace lockstep::testing::catalogue {
 
@@ -52,7 +52,6 @@ class ChildJob {
   TcpStoreServer server_;
   std::vector<Child> children_;
 };
-
 
 // In a child: prints a line and flushes, so the parent sees it even if the child dies next.
 inline void say(const std::string& line) {

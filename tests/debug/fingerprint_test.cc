@@ -307,8 +307,13 @@ INSTANTIATE_TEST_SUITE_P(Backends, FingerprintCheckBackends, ::testing::Values("
 // with the fingerprints in the group's store, here under a tcp group forced onto it.
 TEST(FingerprintStoreRoute, BackendsThatMoveHostMemoryTakeTheBackendRoute) {
   auto store = std::make_shared<HashStore>();
-  GroupConfig config{.name = "route", .rank = 0, .size = 1, .store = store, .backend = "tcp",
-                     .timeout = std::chrono::seconds(10), .advertise_address = "127.0.0.1",
+  GroupConfig config{.name = "route",
+                     .rank = 0,
+                     .size = 1,
+                     .store = store,
+                     .backend = "tcp",
+                     .timeout = std::chrono::seconds(10),
+                     .advertise_address = "127.0.0.1",
                      .hostname = "localhost"};
   auto backend = create_backend(config);
   EXPECT_EQ(fingerprint_route(*backend), FingerprintRoute::backend);
@@ -316,8 +321,7 @@ TEST(FingerprintStoreRoute, BackendsThatMoveHostMemoryTakeTheBackendRoute) {
 
 TEST(FingerprintStoreRoute, AgreeingCallsRun) {
   spawn_checked(
-      3, "tcp",
-      [](int rank, Backend& backend) { run_agreeing_all_reduces(rank, backend, 6); },
+      3, "tcp", [](int rank, Backend& backend) { run_agreeing_all_reduces(rank, backend, 6); },
       FingerprintRoute::store);
 }
 
@@ -328,8 +332,13 @@ TEST(FingerprintStoreRoute, CountMismatchRaisesTheSameErrorOnEveryRank) {
 
 TEST(FingerprintStoreRoute, ARankThatNeverArrivesIsNamedAtTheDeadline) {
   auto store = std::make_shared<HashStore>();
-  GroupConfig config{.name = "late", .rank = 0, .size = 2, .store = store, .backend = "tcp",
-                     .timeout = std::chrono::seconds(10), .advertise_address = "127.0.0.1",
+  GroupConfig config{.name = "late",
+                     .rank = 0,
+                     .size = 2,
+                     .store = store,
+                     .backend = "tcp",
+                     .timeout = std::chrono::seconds(10),
+                     .advertise_address = "127.0.0.1",
                      .hostname = "localhost"};
   // The store route never touches the transport: a backend of size 1 stands in for it.
   GroupConfig solo = config;
@@ -338,8 +347,12 @@ TEST(FingerprintStoreRoute, ARankThatNeverArrivesIsNamedAtTheDeadline) {
   auto transport = create_backend(solo);
   FingerprintCheck check(*transport, store, FingerprintRoute::store, "late", 0, 2);
   std::vector<float> x(4, 1.0f);
-  Op op{.kind = OpKind::all_reduce, .seq = 0, .input = x.data(), .output = x.data(),
-        .count = x.size(), .deadline = Deadline::after(std::chrono::milliseconds(300))};
+  Op op{.kind = OpKind::all_reduce,
+        .seq = 0,
+        .input = x.data(),
+        .output = x.data(),
+        .count = x.size(),
+        .deadline = Deadline::after(std::chrono::milliseconds(300))};
   try {
     check.check(op);
     FAIL() << "expected TimeoutError";

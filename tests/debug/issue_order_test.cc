@@ -79,7 +79,9 @@ TEST(OrderInversion, NamesBothGroupsEachRanksCountAndTheFix) {
 
 // ---- jobs of real processes ----
 
-size_t count_from_env() { return std::stoul(std::getenv("ISSUE_ORDER_COUNT")); }
+size_t count_from_env() {
+  return std::stoul(std::getenv("ISSUE_ORDER_COUNT"));
+}
 
 std::shared_ptr<ProcessGroup> join() {
   return init_process_group({.backend = std::getenv("ISSUE_ORDER_BACKEND")});
@@ -139,7 +141,9 @@ struct Case {
   size_t count;
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.backend << ", " << c.count << " floats"; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.backend << ", " << c.count << " floats";
+}
 
 class IssueOrderJobs : public ::testing::TestWithParam<Case> {
  protected:
@@ -179,8 +183,8 @@ TEST_P(IssueOrderJobs, UnderDetailCorrectUseOfSeveralGroupsRunsAndGivesTheClosed
 }
 
 INSTANTIATE_TEST_SUITE_P(SmallAndLarge, IssueOrderJobs,
-                         ::testing::Values(Case{"shm", 16}, Case{"shm", 1 << 20},
-                                           Case{"tcp", 16}, Case{"tcp", 1 << 20}),
+                         ::testing::Values(Case{"shm", 16}, Case{"shm", 1 << 20}, Case{"tcp", 16},
+                                           Case{"tcp", 1 << 20}),
                          [](const auto& info) {
                            return info.param.backend + "_" + std::to_string(info.param.count);
                          });

@@ -156,16 +156,16 @@ TEST(DumpJson, OtherJsonIsNotADump) {
 }
 
 TEST(DumpJson, EachMissingFieldIsNamed) {
-  for (const char* key : {"group", "rank", "size", "global_rank", "host", "pid", "backend",
-                          "reason", "dumped_us", "capacity", "recorded", "entered", "completed",
-                          "ops"}) {
+  for (const char* key :
+       {"group", "rank", "size", "global_rank", "host", "pid", "backend", "reason", "dumped_us",
+        "capacity", "recorded", "entered", "completed", "ops"}) {
     std::string error = error_of(edited([&](json::Json& j) { j.erase(key); }));
     EXPECT_NE(error.find(std::string("bad.json: JSON: member \"") + key + "\" is missing"),
               std::string::npos)
         << error;
   }
-  for (const char* key : {"id", "seq", "op", "dtype", "reduce_op", "root", "peer", "count",
-                          "bytes", "state", "enqueued_us", "started_us", "ended_us"}) {
+  for (const char* key : {"id", "seq", "op", "dtype", "reduce_op", "root", "peer", "count", "bytes",
+                          "state", "enqueued_us", "started_us", "ended_us"}) {
     std::string error = error_of(edited([&](json::Json& j) { j["ops"][0].erase(key); }));
     EXPECT_NE(error.find(std::string("bad.json: ops[0]: JSON: member \"") + key + "\" is missing"),
               std::string::npos)
@@ -191,8 +191,9 @@ TEST(DumpJson, WrongTypesAndValuesAreNamed) {
                 "ops[0]: JSON: member \"count\" must not be negative, found -4"},
            Case{edited([](json::Json& j) { j["pid"] = 1ll << 40; }),
                 "member \"pid\" is out of range: 1099511627776"},
-           Case{edited([](json::Json& j) { j["dumped_us"] = std::numeric_limits<uint64_t>::max(); }),
-                "member \"dumped_us\" is too large"},
+           Case{
+               edited([](json::Json& j) { j["dumped_us"] = std::numeric_limits<uint64_t>::max(); }),
+               "member \"dumped_us\" is too large"},
            Case{edited([](json::Json& j) { j["ops"][0]["state"] = "lost"; }),
                 "has state \"lost\"; expected queued, started, completed or failed"},
            Case{edited([](json::Json& j) { j["ops"][0] = 3; }),
@@ -209,11 +210,13 @@ TEST(DumpJson, WrongTypesAndValuesAreNamed) {
 // `lockstep trace` then subtracted them (signed overflow, undefined behaviour) for the timeline.
 TEST(DumpJson, TimesBeyondAnyClockAreRefused) {
   const int64_t huge = std::numeric_limits<int64_t>::max();
-  EXPECT_NE(error_of(edited([&](json::Json& j) { j["ops"][0]["started_us"] = huge; }))
-                .find("member \"started_us\" is not a time in microseconds since 1970"),
+  EXPECT_NE(error_of(edited([&](json::Json& j) {
+              j["ops"][0]["started_us"] = huge;
+            })).find("member \"started_us\" is not a time in microseconds since 1970"),
             std::string::npos);
-  EXPECT_NE(error_of(edited([&](json::Json& j) { j["ops"][0]["enqueued_us"] = -huge - 1; }))
-                .find("\"enqueued_us\" is not a time"),
+  EXPECT_NE(error_of(edited([&](json::Json& j) {
+              j["ops"][0]["enqueued_us"] = -huge - 1;
+            })).find("\"enqueued_us\" is not a time"),
             std::string::npos);
   EXPECT_NE(error_of(edited([&](json::Json& j) { j["dumped_us"] = huge; })).find("dumped_us"),
             std::string::npos);
@@ -231,8 +234,9 @@ TEST(DumpJson, TimesBeyondAnyClockAreRefused) {
 // Found with fuzz/flight_recorder_fuzz.cc (a hand-made input; the fuzzer had not reached it): a
 // dump claiming a group of 2 billion ranks made the verdict allocate a slot per rank (16 GB).
 TEST(DumpJson, AGroupLargerThanAnyJobIsRefused) {
-  EXPECT_NE(error_of(edited([](json::Json& j) { j["size"] = 2'000'000'000; }))
-                .find("a group of size 2000000000 is not one a job can have (1 to 1048576 ranks)"),
+  EXPECT_NE(error_of(edited([](json::Json& j) {
+              j["size"] = 2'000'000'000;
+            })).find("a group of size 2000000000 is not one a job can have (1 to 1048576 ranks)"),
             std::string::npos);
 }
 

@@ -73,9 +73,7 @@ TEST(SignalDump, SigtermDumpsEveryLiveGroupThenEndsTheProcessBySigterm) {
 
 TEST(SignalDump, AProgramsOwnSigtermHandlerIsLeftAlone) {
   TempDir dir;
-  int status = run_and_terminate(dir.path(), [] {
-    ::signal(SIGTERM, [](int) { ::_exit(42); });
-  });
+  int status = run_and_terminate(dir.path(), [] { ::signal(SIGTERM, [](int) { ::_exit(42); }); });
   ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
   EXPECT_EQ(WEXITSTATUS(status), 42) << "the program's handler ran";
   EXPECT_TRUE(dumps_in(dir.path()).empty());

@@ -28,7 +28,8 @@ inline double reduce_input(ReduceOp op, int r, size_t i) {
 inline double reduce_expected(ReduceOp op, DType t, int n, size_t i) {
   const double k = static_cast<double>(i % 5);
   switch (op) {
-    case ReduceOp::sum: return n * (n + 1) / 2.0 + n * k;
+    case ReduceOp::sum:
+      return n * (n + 1) / 2.0 + n * k;
     case ReduceOp::avg: {
       double sum = n * (n + 1) / 2.0 + n * k;
       return is_integer(t) ? std::trunc(sum / n) : sum / n;
@@ -38,8 +39,10 @@ inline double reduce_expected(ReduceOp op, DType t, int n, size_t i) {
       for (int r = 0; r < n; ++r) odd += (static_cast<size_t>(r) + i) % 2 == 1;
       return std::ldexp(1.0, odd);
     }
-    case ReduceOp::min: return 1 + k;
-    case ReduceOp::max: return n + k;
+    case ReduceOp::min:
+      return 1 + k;
+    case ReduceOp::max:
+      return n + k;
     case ReduceOp::band:
     case ReduceOp::bor:
     case ReduceOp::bxor: {
@@ -68,8 +71,8 @@ inline double tagged(DType t, int r, size_t i) {
 
 // Throws a description of the first element where buf differs from expect(i).
 template <class F>
-void check_elements(const TypedBuffer& buf, F expect, const std::string& context,
-                    size_t offset = 0, size_t n = SIZE_MAX) {
+void check_elements(const TypedBuffer& buf, F expect, const std::string& context, size_t offset = 0,
+                    size_t n = SIZE_MAX) {
   size_t end = n == SIZE_MAX ? buf.count() : offset + n;
   for (size_t i = offset; i < end; ++i) {
     double want = expect(i);

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "lockstep/core/error.h"
-#include "support/spawn.h"
 #include "support/messages.h"
+#include "support/spawn.h"
 
 namespace lockstep::testing {
 namespace {

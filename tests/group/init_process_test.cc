@@ -47,9 +47,12 @@ TEST(InitChild, DISABLED_Main) {
 }
 
 Env rank_env(int rank, int world, int port) {
-  return {{"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(world)},
-          {"MASTER_ADDR", "127.0.0.1"},         {"MASTER_PORT", std::to_string(port)},
-          {"LOCKSTEP_TIMEOUT", "30"},           {"LOCKSTEP_USE_AGENT_STORE", std::nullopt},
+  return {{"RANK", std::to_string(rank)},
+          {"WORLD_SIZE", std::to_string(world)},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)},
+          {"LOCKSTEP_TIMEOUT", "30"},
+          {"LOCKSTEP_USE_AGENT_STORE", std::nullopt},
           {"LOCKSTEP_RESTART_COUNT", std::nullopt}};
 }
 
@@ -71,14 +74,18 @@ TEST(InitProcess, EnvInitAcrossThreeProcesses) {
 }
 
 TEST(InitProcess, MissingEnvironmentIsNamed) {
-  auto result = run_process(child_argv("InitChild.DISABLED_Main"),
-                            {{"RANK", std::nullopt}, {"WORLD_SIZE", std::nullopt},
-                             {"MASTER_ADDR", std::nullopt}, {"MASTER_PORT", "abc"},
-                             {"SLURM_PROCID", std::nullopt}, {"OMPI_COMM_WORLD_RANK", std::nullopt}});
+  auto result =
+      run_process(child_argv("InitChild.DISABLED_Main"), {{"RANK", std::nullopt},
+                                                          {"WORLD_SIZE", std::nullopt},
+                                                          {"MASTER_ADDR", std::nullopt},
+                                                          {"MASTER_PORT", "abc"},
+                                                          {"SLURM_PROCID", std::nullopt},
+                                                          {"OMPI_COMM_WORLD_RANK", std::nullopt}});
   EXPECT_EQ(result.exit_code, 3) << result.output;
   for (const char* part : {"CHILD ERROR", "RANK is not set", "WORLD_SIZE is not set",
                            "MASTER_ADDR is not set", "MASTER_PORT='abc'", "lockstep run"})
-    EXPECT_NE(result.output.find(part), std::string::npos) << "no '" << part << "' in " << result.output;
+    EXPECT_NE(result.output.find(part), std::string::npos)
+        << "no '" << part << "' in " << result.output;
 }
 
 TEST(InitProcess, PortInUseIsNamed) {
@@ -86,7 +93,8 @@ TEST(InitProcess, PortInUseIsNamed) {
   int port = net::local_port(taken.get());
   auto result = run_process(child_argv("InitChild.DISABLED_Main"), rank_env(0, 1, port));
   EXPECT_EQ(result.exit_code, 3) << result.output;
-  EXPECT_NE(result.output.find("port " + std::to_string(port) + " is already in use"), std::string::npos)
+  EXPECT_NE(result.output.find("port " + std::to_string(port) + " is already in use"),
+            std::string::npos)
       << result.output;
   EXPECT_NE(result.output.find("--master-port"), std::string::npos) << result.output;
 }
@@ -99,7 +107,8 @@ TEST(InitProcess, UnreachableMasterNamesAddressAndLastError) {
   auto result = run_process(child_argv("InitChild.DISABLED_Main"), env);
   auto elapsed = Clock::now() - started;
   EXPECT_EQ(result.exit_code, 3) << result.output;
-  EXPECT_NE(result.output.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("127.0.0.1:" + std::to_string(port)), std::string::npos)
+      << result.output;
   EXPECT_NE(result.output.find("Connection refused"), std::string::npos) << result.output;
   // It retries until LOCKSTEP_TIMEOUT (1.5 s) has passed, not less, and gives up soon after.
   EXPECT_GE(elapsed, std::chrono::milliseconds(1500 - 50));
@@ -152,7 +161,8 @@ TEST(InitMethods, TcpUrlWithThreads) {
   int port = free_port();
   spawn(3, [&](int rank) {
     auto pg = init_process_group({.init_method = "tcp://127.0.0.1:" + std::to_string(port),
-                                  .rank = rank, .world_size = 3,
+                                  .rank = rank,
+                                  .world_size = 3,
                                   .timeout = std::chrono::seconds(30)});
     std::vector<int64_t> x(10, rank);
     pg->all_reduce(view(x), {.op = ReduceOp::max})->wait();
@@ -161,10 +171,13 @@ TEST(InitMethods, TcpUrlWithThreads) {
 }
 
 TEST(InitMethods, FileUrlWithThreads) {
-  auto path = std::filesystem::temp_directory_path() / ("lockstep-init-" + std::to_string(::getpid()));
+  auto path =
+      std::filesystem::temp_directory_path() / ("lockstep-init-" + std::to_string(::getpid()));
   spawn(2, [&](int rank) {
-    auto pg = init_process_group({.init_method = "file://" + path.string(), .rank = rank,
-                                  .world_size = 2, .timeout = std::chrono::seconds(30)});
+    auto pg = init_process_group({.init_method = "file://" + path.string(),
+                                  .rank = rank,
+                                  .world_size = 2,
+                                  .timeout = std::chrono::seconds(30)});
     std::vector<double> x(3, 1.5);
     pg->all_reduce(view(x))->wait();
     for (auto v : x) EXPECT_EQ(v, 3.0);

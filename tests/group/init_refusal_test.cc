@@ -80,9 +80,9 @@ void expect_store_host_names(Child& rank0, Clock::time_point start, const std::s
   const auto result = rank0.wait(kTimeout + std::chrono::seconds(30));
   const auto took = Clock::now() - start;
   EXPECT_EQ(result.exit_code, 3) << result.output;
-  for (const std::string& part : {std::string("ranks [1] of 2 have not joined"),
-                                  std::string("turned a process away"),
-                                  std::string("dropped connection from 127.0.0.1:"), reason})
+  for (const std::string& part :
+       {std::string("ranks [1] of 2 have not joined"), std::string("turned a process away"),
+        std::string("dropped connection from 127.0.0.1:"), reason})
     EXPECT_NE(result.output.find(part), std::string::npos) << part << "\n" << result.output;
   EXPECT_LT(took, kBound) << "rank 0 waited for its timeout:\n" << result.output;
 }

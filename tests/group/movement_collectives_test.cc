@@ -23,7 +23,8 @@ std::string ctx(const char* op, DType t, const ProcessGroup& pg, size_t count) {
 // Uneven per-rank counts with zeros: rank r contributes (r * 5 + 3) % 7 elements.
 std::vector<size_t> uneven_counts(int n, size_t scale) {
   std::vector<size_t> c(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) c[static_cast<size_t>(r)] = static_cast<size_t>((r * 5 + 3) % 7) * scale;
+  for (int r = 0; r < n; ++r)
+    c[static_cast<size_t>(r)] = static_cast<size_t>((r * 5 + 3) % 7) * scale;
   return c;
 }
 
@@ -47,14 +48,16 @@ TEST_P(MovementCollectives, BroadcastFromEveryRoot) {
           TypedBuffer buf(t, count);
           buf.fill([&](size_t i) { return tagged(t, pg.rank(), i); });
           pg.broadcast(buf.view(), {.root = root})->wait();
-          check_elements(buf, [&](size_t i) { return tagged(t, root, i); }, ctx("broadcast", t, pg, count));
+          check_elements(
+              buf, [&](size_t i) { return tagged(t, root, i); }, ctx("broadcast", t, pg, count));
         }
     for (Algorithm a : {Algorithm::tree, Algorithm::chain}) {
       TypedBuffer big(DType::f32, 1'000'003);
       big.fill([&](size_t i) { return tagged(DType::f32, pg.rank(), i); });
       pg.broadcast(big.view(), {.root = pg.size() - 1, .algorithm = a})->wait();
-      check_elements(big, [&](size_t i) { return tagged(DType::f32, pg.size() - 1, i); },
-                     ctx("broadcast large", DType::f32, pg, big.count()));
+      check_elements(
+          big, [&](size_t i) { return tagged(DType::f32, pg.size() - 1, i); },
+          ctx("broadcast large", DType::f32, pg, big.count()));
     }
   });
 }
@@ -67,14 +70,18 @@ TEST_P(MovementCollectives, AllGatherAndV) {
         TypedBuffer in(t, count), out(t, count * n);
         in.fill([&](size_t i) { return tagged(t, pg.rank(), i); });
         pg.all_gather(in.view(), out.view())->wait();
-        check_elements(out, [&](size_t i) { return tagged(t, static_cast<int>(i / count), i % count); },
-                       ctx("all_gather", t, pg, count));
+        check_elements(
+            out, [&](size_t i) { return tagged(t, static_cast<int>(i / count), i % count); },
+            ctx("all_gather", t, pg, count));
         // In place: this rank's input already sits in its slot of the output.
         TypedBuffer io(t, count * n);
-        io.fill([&](size_t i) { return i / count == static_cast<size_t>(pg.rank()) ? tagged(t, pg.rank(), i % count) : 0; });
+        io.fill([&](size_t i) {
+          return i / count == static_cast<size_t>(pg.rank()) ? tagged(t, pg.rank(), i % count) : 0;
+        });
         pg.all_gather(io.slice(count * static_cast<size_t>(pg.rank()), count), io.view())->wait();
-        check_elements(io, [&](size_t i) { return tagged(t, static_cast<int>(i / count), i % count); },
-                       ctx("all_gather in place", t, pg, count));
+        check_elements(
+            io, [&](size_t i) { return tagged(t, static_cast<int>(i / count), i % count); },
+            ctx("all_gather in place", t, pg, count));
       }
     for (size_t scale : {size_t{1}, size_t{30'001}}) {
       auto counts = uneven_counts(n, scale);
@@ -83,8 +90,10 @@ TEST_P(MovementCollectives, AllGatherAndV) {
       in.fill([&](size_t i) { return tagged(DType::i32, pg.rank(), i); });
       pg.all_gather_v(in.view(), out.view(), counts)->wait();
       for (int r = 0; r < n; ++r)
-        check_elements(out, [&](size_t i) { return tagged(DType::i32, r, i - offset_of(counts, r)); },
-                       ctx("all_gather_v", DType::i32, pg, total), offset_of(counts, r), counts[static_cast<size_t>(r)]);
+        check_elements(
+            out, [&](size_t i) { return tagged(DType::i32, r, i - offset_of(counts, r)); },
+            ctx("all_gather_v", DType::i32, pg, total), offset_of(counts, r),
+            counts[static_cast<size_t>(r)]);
     }
   });
 }
@@ -99,13 +108,15 @@ TEST_P(MovementCollectives, GatherAndScatterEveryRoot) {
           in.fill([&](size_t i) { return tagged(t, pg.rank(), i); });
           pg.gather(in.view(), out.view(), {.root = root})->wait();
           if (pg.rank() == root)
-            check_elements(out, [&](size_t i) { return tagged(t, static_cast<int>(i / count), i % count); },
-                           ctx("gather", t, pg, count));
+            check_elements(
+                out, [&](size_t i) { return tagged(t, static_cast<int>(i / count), i % count); },
+                ctx("gather", t, pg, count));
           TypedBuffer all(t, count * n), mine(t, count);
           all.fill([&](size_t i) { return tagged(t, static_cast<int>(i / count) + pg.rank(), i); });
           pg.scatter(all.view(), mine.view(), {.root = root})->wait();
-          check_elements(mine, [&](size_t i) { return tagged(t, pg.rank() + root, pg.rank() * count + i); },
-                         ctx("scatter", t, pg, count));
+          check_elements(
+              mine, [&](size_t i) { return tagged(t, pg.rank() + root, pg.rank() * count + i); },
+              ctx("scatter", t, pg, count));
         }
     auto counts = uneven_counts(n, 1001);
     size_t total = offset_of(counts, n);
@@ -116,14 +127,17 @@ TEST_P(MovementCollectives, GatherAndScatterEveryRoot) {
     pg.gather_v(in.view(), out.view(), counts, {.root = root})->wait();
     if (pg.rank() == root)
       for (int r = 0; r < n; ++r)
-        check_elements(out, [&](size_t i) { return tagged(DType::f64, r, i - offset_of(counts, r)); },
-                       ctx("gather_v", DType::f64, pg, total), offset_of(counts, r), counts[static_cast<size_t>(r)]);
+        check_elements(
+            out, [&](size_t i) { return tagged(DType::f64, r, i - offset_of(counts, r)); },
+            ctx("gather_v", DType::f64, pg, total), offset_of(counts, r),
+            counts[static_cast<size_t>(r)]);
     TypedBuffer src(DType::f64, total), dst(DType::f64, mine_count);
     src.fill([&](size_t i) { return tagged(DType::f64, 7, i); });
     pg.scatter_v(src.view(), dst.view(), counts, {.root = root})->wait();
     size_t base = offset_of(counts, pg.rank());
-    check_elements(dst, [&](size_t i) { return tagged(DType::f64, 7, base + i); },
-                   ctx("scatter_v", DType::f64, pg, mine_count));
+    check_elements(
+        dst, [&](size_t i) { return tagged(DType::f64, 7, base + i); },
+        ctx("scatter_v", DType::f64, pg, mine_count));
   });
 }
 
@@ -135,10 +149,13 @@ TEST_P(MovementCollectives, AllToAllAndV) {
       for (size_t k : kCounts) {
         // Slot j of rank i's input holds tagged(i * n + j, element).
         TypedBuffer in(t, k * n), out(t, k * n);
-        in.fill([&](size_t i) { return tagged(t, pg.rank() * n + static_cast<int>(i / k), i % k); });
+        in.fill(
+            [&](size_t i) { return tagged(t, pg.rank() * n + static_cast<int>(i / k), i % k); });
         pg.all_to_all(in.view(), out.view())->wait();
-        check_elements(out, [&](size_t i) { return tagged(t, static_cast<int>(i / k) * n + pg.rank(), i % k); },
-                       ctx("all_to_all", t, pg, k));
+        check_elements(
+            out,
+            [&](size_t i) { return tagged(t, static_cast<int>(i / k) * n + pg.rank(), i % k); },
+            ctx("all_to_all", t, pg, k));
       }
     // Rank i sends (i + j) % 4 * 1000 + j elements to rank j.
     auto amount = [](size_t i, size_t j) { return (i + j) % 4 * 1000 + j; };
@@ -153,8 +170,11 @@ TEST_P(MovementCollectives, AllToAllAndV) {
         in.set(offset_of(send, j) + e, tagged(DType::u8, pg.rank() * n + j, e));
     pg.all_to_all_v(in.view(), send, out.view(), recv)->wait();
     for (int i = 0; i < n; ++i)
-      check_elements(out, [&](size_t e) { return tagged(DType::u8, i * n + pg.rank(), e - offset_of(recv, i)); },
-                     ctx("all_to_all_v", DType::u8, pg, out.count()), offset_of(recv, i), recv[static_cast<size_t>(i)]);
+      check_elements(
+          out,
+          [&](size_t e) { return tagged(DType::u8, i * n + pg.rank(), e - offset_of(recv, i)); },
+          ctx("all_to_all_v", DType::u8, pg, out.count()), offset_of(recv, i),
+          recv[static_cast<size_t>(i)]);
   });
 }
 
@@ -184,7 +204,9 @@ TEST_P(MovementCollectives, SendRecvRingWithTags) {
       auto r = pg.recv(in.view(), prev, {.tag = 7});
       s->wait();
       r->wait();
-      check_elements(in, [&](size_t i) { return tagged(DType::f32, prev, i); }, ctx("recv", DType::f32, pg, count));
+      check_elements(
+          in, [&](size_t i) { return tagged(DType::f32, prev, i); },
+          ctx("recv", DType::f32, pg, count));
     }
   });
 }
@@ -208,8 +230,9 @@ TEST_P(MovementCollectives, BarrierAndSubgroups) {
     buf.fill([&](size_t i) { return pg.rank() * 1000 + static_cast<double>(i); });
     mine->all_reduce(buf.view())->wait();
     double rank_sum = std::accumulate(members.begin(), members.end(), 0.0);
-    check_elements(buf, [&](size_t i) { return rank_sum * 1000 + members.size() * static_cast<double>(i); },
-                   ctx("subgroup all_reduce", DType::i64, pg, 100));
+    check_elements(
+        buf, [&](size_t i) { return rank_sum * 1000 + members.size() * static_cast<double>(i); },
+        ctx("subgroup all_reduce", DType::i64, pg, 100));
     pg.barrier()->wait();
   });
 }

@@ -70,11 +70,16 @@ class RecordingBackend final : public Backend {
 };
 
 Op p2p(OpKind kind, int peer, uint64_t seq) {
-  return Op{.kind = kind, .seq = seq, .peer = peer, .count = 1,
+  return Op{.kind = kind,
+            .seq = seq,
+            .peer = peer,
+            .count = 1,
             .deadline = Deadline::after(std::chrono::seconds(10))};
 }
 Op collective(uint64_t seq) {
-  return Op{.kind = OpKind::all_reduce, .seq = seq, .count = 1,
+  return Op{.kind = OpKind::all_reduce,
+            .seq = seq,
+            .count = 1,
             .deadline = Deadline::after(std::chrono::seconds(10))};
 }
 

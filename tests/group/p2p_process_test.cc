@@ -93,8 +93,8 @@ TEST_P(P2PProcesses, TrueDeadlockIsDiagnosedOnBothRanks) {
     auto result = j.wait(r);
     const int peer = 1 - r;
     EXPECT_CONTAINS(result.output, "CAUGHT TimeoutError");
-    EXPECT_CONTAINS(result.output, detail::concat("rank ", peer, " waits in recv #0 from rank ",
-                                                  r, " (tag 0, f32 x 4096)"));
+    EXPECT_CONTAINS(result.output, detail::concat("rank ", peer, " waits in recv #0 from rank ", r,
+                                                  " (tag 0, f32 x 4096)"));
     EXPECT_CONTAINS(result.output, "both ranks receive first, and neither sends (a deadlock)");
   }
 }

@@ -27,8 +27,7 @@ using namespace std::chrono_literals;
 
 bool has_dump_of(const fs::path& dir, int rank) {
   for (const auto& entry : fs::directory_iterator(dir))
-    if (entry.path().filename().string().rfind("default-rank" + std::to_string(rank) + "-", 0) ==
-        0)
+    if (entry.path().filename().string().rfind("default-rank" + std::to_string(rank) + "-", 0) == 0)
       return true;
   return false;
 }
@@ -48,8 +47,7 @@ TEST(P2PRecordChild, DISABLED_Main) {
     pending = pg->recv(view(in), peer, {.tag = 9});  // nobody sends it: in flight at the dump
   } else {
     const fs::path dir = std::getenv("LOCKSTEP_TRACE_DIR");
-    for (int i = 0; i < 3000 && !has_dump_of(dir, 1); ++i)
-      std::this_thread::sleep_for(10ms);
+    for (int i = 0; i < 3000 && !has_dump_of(dir, 1); ++i) std::this_thread::sleep_for(10ms);
   }
   ::raise(SIGTERM);
 }

@@ -131,7 +131,7 @@ TEST_P(P2P, OneForwardOneBackwardPipelineMatchesTheClosedForm) {
     const int stages = kStages, micro = kMicro;
     const size_t width = kWidth;
     const int s = pg.rank();
-    std::vector<std::vector<float>> act(micro);   // this stage's input per micro-batch
+    std::vector<std::vector<float>> act(micro);    // this stage's input per micro-batch
     std::vector<std::vector<float>> grads(micro);  // stage 0: the gradient reaching the input
     std::vector<WorkPtr> pending;
     auto forward = [&](int m) {
@@ -235,8 +235,8 @@ TEST_P(P2P, FinishedMessagesHoldNoMemory) {
     const size_t after = mallinfo2().uordblks;
     pg.barrier()->wait();
     // 20000 messages in all: a leak of even 64 bytes each would be 1.2 MiB.
-    EXPECT_LT(after, before + (size_t{512} << 10)) << "heap in use grew from " << before << " to "
-                                                  << after << " bytes";
+    EXPECT_LT(after, before + (size_t{512} << 10))
+        << "heap in use grew from " << before << " to " << after << " bytes";
   });
 }
 
@@ -307,60 +307,69 @@ TEST_P(P2P, AGibibyteMessageIsStreamed) {
 // Both ranks only receive: at the deadline each names its own recv and the peer's. (Both stay in
 // the group until both have failed: the barrier.)
 TEST_P(P2P, TrueDeadlockNamesBothRanksRecvs) {
-  run(2, [](ProcessGroup& pg) {
-    const int peer = 1 - pg.rank();
-    std::vector<float> x(4096);
-    auto start = Clock::now();
-    try {
-      pg.recv(view(x), peer, {.timeout = seconds(2)})->wait();
-      ADD_FAILURE() << "a recv nobody sends to completed";
-    } catch (const TimeoutError& e) {
-      const std::string what = e.what();
-      EXPECT_CONTAINS(what, detail::concat("rank ", pg.rank(), " waits in recv #0 from rank ",
-                                           peer, " (tag 0, f32 x 4096)"));
-      EXPECT_CONTAINS(what, detail::concat("rank ", peer, " waits in recv #0 from rank ",
-                                           pg.rank(), " (tag 0, f32 x 4096)"));
-      EXPECT_CONTAINS(what, "both ranks receive first, and neither sends (a deadlock)");
-    }
-    EXPECT_LT(elapsed_ms(start), 6'000);
-    pg.barrier()->wait();
-  }, seconds(30));
+  run(
+      2,
+      [](ProcessGroup& pg) {
+        const int peer = 1 - pg.rank();
+        std::vector<float> x(4096);
+        auto start = Clock::now();
+        try {
+          pg.recv(view(x), peer, {.timeout = seconds(2)})->wait();
+          ADD_FAILURE() << "a recv nobody sends to completed";
+        } catch (const TimeoutError& e) {
+          const std::string what = e.what();
+          EXPECT_CONTAINS(what, detail::concat("rank ", pg.rank(), " waits in recv #0 from rank ",
+                                               peer, " (tag 0, f32 x 4096)"));
+          EXPECT_CONTAINS(what, detail::concat("rank ", peer, " waits in recv #0 from rank ",
+                                               pg.rank(), " (tag 0, f32 x 4096)"));
+          EXPECT_CONTAINS(what, "both ranks receive first, and neither sends (a deadlock)");
+        }
+        EXPECT_LT(elapsed_ms(start), 6'000);
+        pg.barrier()->wait();
+      },
+      seconds(30));
 }
 
 TEST_P(P2P, TagMismatchIsNamedAtTheDeadline) {
-  run(2, [](ProcessGroup& pg) {
-    std::vector<float> x(10, 1.0f);
-    if (pg.rank() == 0) {
-      pg.send(view(x), 1, {.tag = 5})->wait();  // eager: done once sent
-    } else {
-      try {
-        pg.recv(view(x), 0, {.tag = 6, .timeout = seconds(2)})->wait();
-        ADD_FAILURE() << "a recv of tag 6 matched a send of tag 5";
-      } catch (const TimeoutError& e) {
-        EXPECT_CONTAINS(std::string(e.what()), "recv #0 from rank 0 (tag 6, f32 x 10)");
-        EXPECT_CONTAINS(std::string(e.what()), "the messages rank 0 sent it carry tag 5");
-        EXPECT_CONTAINS(std::string(e.what()), "a tag mismatch");
-      }
-    }
-    pg.barrier()->wait();  // rank 0 stays in the group until rank 1's recv has timed out
-  }, seconds(30));
+  run(
+      2,
+      [](ProcessGroup& pg) {
+        std::vector<float> x(10, 1.0f);
+        if (pg.rank() == 0) {
+          pg.send(view(x), 1, {.tag = 5})->wait();  // eager: done once sent
+        } else {
+          try {
+            pg.recv(view(x), 0, {.tag = 6, .timeout = seconds(2)})->wait();
+            ADD_FAILURE() << "a recv of tag 6 matched a send of tag 5";
+          } catch (const TimeoutError& e) {
+            EXPECT_CONTAINS(std::string(e.what()), "recv #0 from rank 0 (tag 6, f32 x 10)");
+            EXPECT_CONTAINS(std::string(e.what()), "the messages rank 0 sent it carry tag 5");
+            EXPECT_CONTAINS(std::string(e.what()), "a tag mismatch");
+          }
+        }
+        pg.barrier()->wait();  // rank 0 stays in the group until rank 1's recv has timed out
+      },
+      seconds(30));
 }
 
 // The same, but the sender leaves: the recv fails at once, and still points at the tags.
 TEST_P(P2P, TagMismatchWithASenderThatLeftFailsAtOnce) {
-  run(2, [](ProcessGroup& pg) {
-    std::vector<float> x(10, 1.0f);
-    if (pg.rank() == 0) {
-      pg.send(view(x), 1, {.tag = 5})->wait();
-      return;  // destroys its group
-    }
-    auto start = Clock::now();
-    expect_error_naming<NetworkError>(
-        [&] { pg.recv(view(x), 0, {.tag = 6})->wait(); },
-        {"recv #0 from rank 0: rank 0 left the group: rank 0 destroyed its process group",
-         "sent that no recv took carry tag 5, but this recv waits for tag 6: a tag mismatch?"});
-    EXPECT_LT(elapsed_ms(start), 10'000);
-  }, seconds(30));
+  run(
+      2,
+      [](ProcessGroup& pg) {
+        std::vector<float> x(10, 1.0f);
+        if (pg.rank() == 0) {
+          pg.send(view(x), 1, {.tag = 5})->wait();
+          return;  // destroys its group
+        }
+        auto start = Clock::now();
+        expect_error_naming<NetworkError>(
+            [&] { pg.recv(view(x), 0, {.tag = 6})->wait(); },
+            {"recv #0 from rank 0: rank 0 left the group: rank 0 destroyed its process group",
+             "sent that no recv took carry tag 5, but this recv waits for tag 6: a tag mismatch?"});
+        EXPECT_LT(elapsed_ms(start), 10'000);
+      },
+      seconds(30));
 }
 
 TEST_P(P2P, SizeMismatchFailsBothSidesNamingBothSizes) {
@@ -368,8 +377,8 @@ TEST_P(P2P, SizeMismatchFailsBothSidesNamingBothSizes) {
     run(2, [sent](ProcessGroup& pg) {
       const std::string expected = detail::concat(
           "rank 1's recv #0 from rank 0 (tag 3) expects f32 x ", sent + 2, " (", (sent + 2) * 4,
-          " bytes), but the send of rank 0 it matched (tag 3) carries f32 x ", sent, " (",
-          sent * 4, " bytes)");
+          " bytes), but the send of rank 0 it matched (tag 3) carries f32 x ", sent, " (", sent * 4,
+          " bytes)");
       if (pg.rank() == 0) {
         std::vector<float> x(sent, 1.0f);
         auto w = pg.send(view(x), 1, {.tag = 3});
@@ -385,7 +394,10 @@ TEST_P(P2P, SizeMismatchFailsBothSidesNamingBothSizes) {
       }
       // The pair is still usable.
       std::vector<float> z(4, static_cast<float>(pg.rank()));
-      if (pg.rank() == 0) pg.send(view(z), 1)->wait(); else pg.recv(view(z), 0)->wait();
+      if (pg.rank() == 0)
+        pg.send(view(z), 1)->wait();
+      else
+        pg.recv(view(z), 0)->wait();
       EXPECT_EQ(z[0], 0.0f);
     });
   }
@@ -398,8 +410,11 @@ TEST_P(P2P, PeerThatLeavesIsNamedAtOnceWithItsReason) {
   spawn(2, [&](int rank) {
     auto start = Clock::now();
     try {
-      auto pg = init_process_group({.backend = backend, .rank = rank, .world_size = 2,
-                                    .store = store, .timeout = seconds(60),
+      auto pg = init_process_group({.backend = backend,
+                                    .rank = rank,
+                                    .world_size = 2,
+                                    .store = store,
+                                    .timeout = seconds(60),
                                     .group_name = "leaver"});
       std::vector<float> x(1000, 1.0f);
       pg->all_reduce(view(x))->wait();
@@ -408,9 +423,10 @@ TEST_P(P2P, PeerThatLeavesIsNamedAtOnceWithItsReason) {
       ADD_FAILURE() << "received from a rank that failed";
     } catch (const NetworkError& e) {
       EXPECT_EQ(rank, 0);
-      EXPECT_CONTAINS(std::string(e.what()), "recv #0 from rank 1: rank 1 left the group: rank "
-                                             "1's process group was destroyed while an "
-                                             "exception propagated through its stack");
+      EXPECT_CONTAINS(std::string(e.what()),
+                      "recv #0 from rank 1: rank 1 left the group: rank "
+                      "1's process group was destroyed while an "
+                      "exception propagated through its stack");
       EXPECT_CONTAINS(std::string(e.what()), "see its own error");
       EXPECT_LT(elapsed_ms(start), 20'000);
     } catch (const std::runtime_error& e) {

@@ -27,11 +27,13 @@ void all_reduce_case(ProcessGroup& pg, DType t, ReduceOp op, size_t count, bool 
     pg.all_reduce(in.view(), {.op = op})->wait();
   } else {
     pg.all_reduce(in.view(), out.view(), {.op = op})->wait();
-    check_elements(in, [&](size_t i) { return reduce_input(op, pg.rank(), i); },
-                   ctx("all_reduce input untouched", t, op, pg, count));
+    check_elements(
+        in, [&](size_t i) { return reduce_input(op, pg.rank(), i); },
+        ctx("all_reduce input untouched", t, op, pg, count));
   }
-  check_elements(in_place ? in : out, [&](size_t i) { return reduce_expected(op, t, pg.size(), i); },
-                 ctx("all_reduce", t, op, pg, count));
+  check_elements(
+      in_place ? in : out, [&](size_t i) { return reduce_expected(op, t, pg.size(), i); },
+      ctx("all_reduce", t, op, pg, count));
 }
 
 class ReduceCollectives : public ::testing::TestWithParam<std::tuple<std::string, int>> {
@@ -70,8 +72,9 @@ TEST_P(ReduceCollectives, AllReduceForcedAlgorithms) {
         TypedBuffer buf(DType::f32, count);
         buf.fill([&](size_t i) { return reduce_input(ReduceOp::sum, pg.rank(), i); });
         pg.all_reduce(buf.view(), {.algorithm = a})->wait();
-        check_elements(buf, [&](size_t i) { return reduce_expected(ReduceOp::sum, DType::f32, pg.size(), i); },
-                       detail::concat("all_reduce ", algorithm_name(a), " count ", count));
+        check_elements(
+            buf, [&](size_t i) { return reduce_expected(ReduceOp::sum, DType::f32, pg.size(), i); },
+            detail::concat("all_reduce ", algorithm_name(a), " count ", count));
       }
   });
 }
@@ -88,10 +91,13 @@ TEST_P(ReduceCollectives, ReduceToEveryRoot) {
             pg.reduce(in.view(), out.view(), {.root = root, .op = op})->wait();
             auto c = ctx("reduce", t, op, pg, count) + " root " + std::to_string(root);
             if (pg.rank() == root)
-              check_elements(out, [&](size_t i) { return reduce_expected(op, t, pg.size(), i); }, c);
+              check_elements(
+                  out, [&](size_t i) { return reduce_expected(op, t, pg.size(), i); }, c);
             else
-              check_elements(out, [](size_t) { return 3; }, c + " (non-root output untouched)");
-            check_elements(in, [&](size_t i) { return reduce_input(op, pg.rank(), i); }, c + " input");
+              check_elements(
+                  out, [](size_t) { return 3; }, c + " (non-root output untouched)");
+            check_elements(
+                in, [&](size_t i) { return reduce_input(op, pg.rank(), i); }, c + " input");
           }
   });
 }
@@ -105,8 +111,9 @@ TEST_P(ReduceCollectives, ReduceScatterUniformAndV) {
         in.fill([&](size_t i) { return reduce_input(ReduceOp::sum, pg.rank(), i); });
         pg.reduce_scatter(in.view(), out.view())->wait();
         size_t base = per_rank * static_cast<size_t>(pg.rank());
-        check_elements(out, [&](size_t i) { return reduce_expected(ReduceOp::sum, t, n, base + i); },
-                       ctx("reduce_scatter", t, ReduceOp::sum, pg, per_rank));
+        check_elements(
+            out, [&](size_t i) { return reduce_expected(ReduceOp::sum, t, n, base + i); },
+            ctx("reduce_scatter", t, ReduceOp::sum, pg, per_rank));
       }
     // Uneven counts, with zeros: rank r gets (r * 3) % 5 elements, plus a large slot for rank 0.
     std::vector<size_t> counts(static_cast<size_t>(n));
@@ -118,8 +125,9 @@ TEST_P(ReduceCollectives, ReduceScatterUniformAndV) {
       TypedBuffer in(DType::i64, total), out(DType::i64, counts[static_cast<size_t>(pg.rank())]);
       in.fill([&](size_t i) { return reduce_input(op, pg.rank(), i); });
       pg.reduce_scatter_v(in.view(), out.view(), counts, {.op = op})->wait();
-      check_elements(out, [&](size_t i) { return reduce_expected(op, DType::i64, n, base + i); },
-                     ctx("reduce_scatter_v", DType::i64, op, pg, total));
+      check_elements(
+          out, [&](size_t i) { return reduce_expected(op, DType::i64, n, base + i); },
+          ctx("reduce_scatter_v", DType::i64, op, pg, total));
     }
   });
 }

@@ -31,7 +31,8 @@ TEST(Validation, BadCallsFailLocallyAndTheGroupStaysUsable) {
     std::vector<size_t> bad_counts = {1, 2};
     // Only one rank makes each mistake: nobody else notices, since nothing was sent.
     if (pg.rank() == 1) {
-      expect_invalid([&] { (void)pg.all_reduce(view(f), {.op = ReduceOp::bxor}); }, {"bxor", "f32"});
+      expect_invalid([&] { (void)pg.all_reduce(view(f), {.op = ReduceOp::bxor}); },
+                     {"bxor", "f32"});
       expect_invalid([&] { (void)pg.broadcast(view(f), {.root = 3}); }, {"root", "3", "outside"});
       expect_invalid([&] { (void)pg.broadcast(view(f), {.root = -1}); }, {"root", "-1"});
       expect_invalid([&] { (void)pg.all_gather(view(small), view(f)); },
@@ -39,15 +40,23 @@ TEST(Validation, BadCallsFailLocallyAndTheGroupStaysUsable) {
       expect_invalid([&] { (void)pg.all_gather_v(view(f), view(f), bad_counts); },
                      {"all_gather_v", "counts", "2 entries", "3 ranks"});
       std::vector<size_t> counts = {1, 2, 2};
-      expect_invalid([&] { (void)pg.all_gather_v(BufferView{f.data(), 2, DType::f32}, view(f), counts); },
-                     {"output", "sum of counts"});
-      expect_invalid([&] { (void)pg.reduce_scatter(view(f), view(small)); }, {"reduce_scatter", "input"});
+      expect_invalid(
+          [&] {
+            (void)pg.all_gather_v(BufferView{f.data(), 2, DType::f32}, view(f), counts);
+          },
+          {"output", "sum of counts"});
+      expect_invalid([&] { (void)pg.reduce_scatter(view(f), view(small)); },
+                     {"reduce_scatter", "input"});
       expect_invalid([&] { (void)pg.all_to_all(view(small), view(small)); }, {"split evenly"});
       expect_invalid([&] { (void)pg.all_reduce(view(f), view(ints)); }, {"dtype"});
       expect_invalid([&] { (void)pg.send(view(f), 1); }, {"itself"});
       expect_invalid([&] { (void)pg.recv(view(f), 9); }, {"source", "9"});
       std::vector<uint8_t> flags(4);
-      expect_invalid([&] { (void)pg.all_reduce(BufferView{flags.data(), 4, DType::boolean}); }, {"bool"});
+      expect_invalid(
+          [&] {
+            (void)pg.all_reduce(BufferView{flags.data(), 4, DType::boolean});
+          },
+          {"bool"});
       expect_invalid([&] { (void)pg.all_reduce(BufferView{nullptr, 4, DType::f32}); }, {"null"});
       expect_invalid([&] { pg.new_group({0, 0}); }, {"twice"});
     }

@@ -9,8 +9,8 @@ namespace lockstep::testing {
 namespace {
 
 TEST(LauncherAbort, AnUncaughtExceptionIsTheRankOwnAbortNamedWithItsText) {
-  auto r = launch({"--standalone", "--nproc-per-node", "3", test_binary()},
-                  child_mode_env("uncaught"));
+  auto r =
+      launch({"--standalone", "--nproc-per-node", "3", test_binary()}, child_mode_env("uncaught"));
   EXPECT_EQ(r.process.exit_code, 128 + 6) << r.process.output;  // SIGABRT
   const std::string summary = summary_of(r.process.output);
   EXPECT_NE(summary.find("root cause (first failure): uncaught lockstep::NetworkError: boom from "

@@ -127,9 +127,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"ModuleWithoutNameAfterDashes",
                  {"--standalone", "--module", "--"},
                  "-m needs a module name"},
-        BadInput{"ModuleAndNoPython",
-                 {"--standalone", "-m", "--no-python", "pkg.train"},
-                 "choose one"},
+        BadInput{
+            "ModuleAndNoPython", {"--standalone", "-m", "--no-python", "pkg.train"}, "choose one"},
         BadInput{"InterpreterFromEnvironmentMissing",
                  {"--standalone", "{PY_SCRIPT}"},
                  "needs a Python interpreter, but LOCKSTEP_PYTHON='/no/such/python3' is not one",

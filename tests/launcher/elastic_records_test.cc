@@ -8,13 +8,14 @@ namespace lockstep::launcher {
 namespace {
 
 ElasticRound two_nodes() {
-  return ElasticRound{.round = 3,
-                      .run_id = "job7",
-                      .master_port = 12345,
-                      .restart_count = 1,
-                      .max_restarts = 2,
-                      .members = {{.id = 4, .host = "a", .pid = 10, .nproc = 2, .max_restarts = 2},
-                                  {.id = 9, .host = "b", .pid = 11, .nproc = 3, .max_restarts = 2}}};
+  return ElasticRound{
+      .round = 3,
+      .run_id = "job7",
+      .master_port = 12345,
+      .restart_count = 1,
+      .max_restarts = 2,
+      .members = {{.id = 4, .host = "a", .pid = 10, .nproc = 2, .max_restarts = 2},
+                  {.id = 9, .host = "b", .pid = 11, .nproc = 3, .max_restarts = 2}}};
 }
 
 TEST(ElasticRecords, RoundRecordRoundTripsAndPlacesEachMember) {

@@ -35,8 +35,8 @@ std::vector<RankEnv> rank_envs(const std::string& output) {
     RankEnv e;
     int prefix = -1;
     if (std::sscanf(line.c_str(), "[rank%d]: ENV %d %d %d %d %d %d %d %d %d", &prefix, &e.attempt,
-                    &e.rank, &e.local_rank, &e.world, &e.group_rank, &e.group_world,
-                    &e.role_world, &e.restarts, &e.max_restarts) == 10)
+                    &e.rank, &e.local_rank, &e.world, &e.group_rank, &e.group_world, &e.role_world,
+                    &e.restarts, &e.max_restarts) == 10)
       envs.push_back(e);
   }
   return envs;
@@ -44,10 +44,10 @@ std::vector<RankEnv> rank_envs(const std::string& output) {
 
 std::vector<std::string> elastic_args(const std::string& nnodes, int port,
                                       const std::vector<std::string>& more) {
-  std::vector<std::string> args{"--nnodes",         nnodes,  "--master-port",
-                                std::to_string(port), "--nproc-per-node", "2",
-                                "--rdzv-timeout",   "30",    "--monitor-interval",
-                                "0.05",             "--term-timeout", "2"};
+  std::vector<std::string> args{
+      "--nnodes",           nnodes, "--master-port",  std::to_string(port),
+      "--nproc-per-node",   "2",    "--rdzv-timeout", "30",
+      "--monitor-interval", "0.05", "--term-timeout", "2"};
   args.insert(args.end(), more.begin(), more.end());
   return args;
 }
@@ -69,8 +69,8 @@ void wait_for_files(const std::vector<std::string>& paths, std::chrono::millisec
 }
 
 TEST(LauncherElastic, OneNodeOfOneToTwoStartsAfterTheLastCall) {
-  auto r = launch(elastic_args("1:2", free_port(), {"--rdzv-last-call", "1.5", "/bin/sh", "-c",
-                                                    kPrintEnv}));
+  auto r = launch(
+      elastic_args("1:2", free_port(), {"--rdzv-last-call", "1.5", "/bin/sh", "-c", kPrintEnv}));
   ASSERT_EQ(r.process.exit_code, 0) << r.process.output;
   auto envs = rank_envs(r.process.output);
   ASSERT_EQ(envs.size(), 2u) << r.process.output;
@@ -125,8 +125,15 @@ void survivor_finishes_alone(int sig, const std::string& named_part) {
   const std::string script = std::string("if [ \"$WORLD_SIZE\" = 4 ]; then echo $$ > ") +
                              dir.path() + "/pid_$RANK.tmp; mv " + dir.path() + "/pid_$RANK.tmp " +
                              dir.path() + "/pid_$RANK; exec sleep 30; fi; " + kPrintEnv;
-  auto more = std::vector<std::string>{"--rdzv-last-call", "3", "--rdzv-keep-alive", "1.5",
-                                       "--max-restarts", "1", "/bin/sh", "-c", script};
+  auto more = std::vector<std::string>{"--rdzv-last-call",
+                                       "3",
+                                       "--rdzv-keep-alive",
+                                       "1.5",
+                                       "--max-restarts",
+                                       "1",
+                                       "/bin/sh",
+                                       "-c",
+                                       script};
   Child a(lockstep_run(elastic_args("1:2", port, more)));
   wait_for_host(port);
   Child b(lockstep_run(elastic_args("1:2", port, more)));
@@ -159,8 +166,7 @@ void survivor_finishes_alone(int sig, const std::string& named_part) {
   EXPECT_NE(ra.output.find("attempt 1 goes on without " + b_name + " of attempt 0: it is gone"),
             std::string::npos)
       << ra.output;
-  EXPECT_NE(ra.output.find("attempt 1: world size 2 on 1 node(s)"), std::string::npos)
-      << ra.output;
+  EXPECT_NE(ra.output.find("attempt 1: world size 2 on 1 node(s)"), std::string::npos) << ra.output;
   if (sig == SIGTERM) {
     EXPECT_EQ(rb.exit_code, 128 + SIGTERM) << rb.output;
   }
@@ -185,8 +191,8 @@ TEST(LauncherElastic, ArrivingNodeIsAdmittedAtTheNextRestart) {
   const int port = free_port();
   const std::string script = std::string("if [ \"$WORLD_SIZE\" = 2 ]; then touch ") + dir.path() +
                              "/alone_$RANK; exec sleep 30; fi; " + kPrintEnv;
-  auto more = std::vector<std::string>{"--rdzv-last-call", "0.5", "--max-restarts", "0",
-                                       "/bin/sh", "-c", script};
+  auto more = std::vector<std::string>{
+      "--rdzv-last-call", "0.5", "--max-restarts", "0", "/bin/sh", "-c", script};
   Child a(lockstep_run(elastic_args("1:2", port, more)));
   wait_for_files({dir.file("alone_0"), dir.file("alone_1")}, seconds(30));
   Child b(lockstep_run(elastic_args("1:2", port, more)));
@@ -223,13 +229,13 @@ TEST(LauncherElastic, RanksOfTheAttemptAfterAMembershipChangeMeetInAFreshKeySpac
   TempDir dir;
   const int port = free_port();
   // $0 is this test binary, a rank in allreduce mode (child_mode_test.cc).
-  const std::string script =
-      std::string("echo \"COUNTS $LOCKSTEP_ATTEMPT $LOCKSTEP_RESTART_COUNT "
-                  "$TORCHELASTIC_RESTART_COUNT\"; \"$0\" || exit $?; "
-                  "if [ \"$WORLD_SIZE\" = 2 ]; then touch ") +
-      dir.path() + "/alone_$RANK; exec sleep 30; fi";
+  const std::string script = std::string(
+                                 "echo \"COUNTS $LOCKSTEP_ATTEMPT $LOCKSTEP_RESTART_COUNT "
+                                 "$TORCHELASTIC_RESTART_COUNT\"; \"$0\" || exit $?; "
+                                 "if [ \"$WORLD_SIZE\" = 2 ]; then touch ") +
+                             dir.path() + "/alone_$RANK; exec sleep 30; fi";
   auto more = std::vector<std::string>{"--rdzv-last-call", "0.5", "--max-restarts", "0",
-                                       "/bin/sh",          "-c",  script, test_binary()};
+                                       "/bin/sh",          "-c",  script,           test_binary()};
   const EnvChanges env = child_mode_env("allreduce");
   Child a(lockstep_run(elastic_args("1:2", port, more)), env);
   wait_for_files({dir.file("alone_0"), dir.file("alone_1")}, seconds(30));
@@ -258,8 +264,8 @@ TEST(LauncherElastic, NodeBeyondMaxWaitsAndTimesOutClearly) {
   const int port = free_port();
   const std::string script =
       std::string("touch ") + dir.path() + "/running_$RANK; sleep 3; " + kPrintEnv;
-  Child a(lockstep_run(elastic_args("1:1", port, {"--rdzv-last-call", "0.2", "/bin/sh", "-c",
-                                                   script})));
+  Child a(lockstep_run(
+      elastic_args("1:1", port, {"--rdzv-last-call", "0.2", "/bin/sh", "-c", script})));
   wait_for_files({dir.file("running_0")}, seconds(30));
   auto extra = elastic_args("1:1", port, {"/bin/sh", "-c", "echo admitted"});
   extra[7] = "1";  // --rdzv-timeout 1

@@ -38,7 +38,6 @@ std::vector<std::string> lines_with_prefix(const std::string& text, const std::s
   return lines;
 }
 
-
 std::string summary_of(const std::string& output) {
   size_t at = output.find("=====");
   return at == std::string::npos ? "" : output.substr(at);
@@ -52,7 +51,8 @@ std::string test_binary() {
 }
 
 EnvChanges child_mode_env(const std::string& mode) {
-  return {{"LOCKSTEP_LAUNCHER_TEST_CHILD", mode}, {"GTEST_FILTER", "LauncherChild.DISABLED_Main"},
+  return {{"LOCKSTEP_LAUNCHER_TEST_CHILD", mode},
+          {"GTEST_FILTER", "LauncherChild.DISABLED_Main"},
           {"GTEST_ALSO_RUN_DISABLED_TESTS", "1"}};
 }
 

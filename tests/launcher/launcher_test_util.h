@@ -10,14 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "support/subprocess.h"
 #include "support/messages.h"
+#include "support/subprocess.h"
 #include "support/temp_dir.h"
 
 namespace lockstep::testing {
 
 using EnvChanges = std::map<std::string, std::optional<std::string>>;
-
 
 // argv for `lockstep run ARGS...`.
 std::vector<std::string> lockstep_run(const std::vector<std::string>& args);
@@ -47,7 +46,8 @@ void kill_all(const std::vector<pid_t>& pids);
 
 // This test binary's path (to start it again as a rank, see child_mode_test.cc).
 std::string test_binary();
-// Environment that makes the test binary, started as a rank, run LauncherChild.DISABLED_Main in `mode`.
+// Environment that makes the test binary, started as a rank, run LauncherChild.DISABLED_Main in
+// `mode`.
 EnvChanges child_mode_env(const std::string& mode);
 
 bool file_exists(const std::string& path);

@@ -125,9 +125,9 @@ TEST(LauncherMultiNode, ANodeWithAnotherSecretIsNamedByNodeZero) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const ProcessResult r1 = node1.wait(std::chrono::seconds(30));
   EXPECT_EQ(r0.exit_code, 1) << r0.output;
-  for (const char* part : {"node rank(s) 1 of 2 have not arrived", "turned a process away",
-                           "dropped connection from 127.0.0.1:", "does not know this store's secret",
-                           "--secret-file"})
+  for (const char* part :
+       {"node rank(s) 1 of 2 have not arrived", "turned a process away",
+        "dropped connection from 127.0.0.1:", "does not know this store's secret", "--secret-file"})
     EXPECT_NE(r0.output.find(part), std::string::npos) << part << "\n" << r0.output;
   EXPECT_LT(took, 15.0) << "node 0 waited for --rdzv-timeout:\n" << r0.output;
   EXPECT_NE(r1.exit_code, 0) << r1.output;

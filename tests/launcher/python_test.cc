@@ -3,9 +3,10 @@
 // elsewhere), the script / -m / --no-python forms, Python exceptions in the summary, @record's
 // error file, restarts, two nodes, and lockstep programs beside PyTorch scripts.
 //
-// The interpreter is the one the build found torch in (LOCKSTEP_PYTHON_EXECUTABLE: scripts/setup.sh's
-// .venv; LOCKSTEP_TEST_PYTHON overrides it), not whatever python3 comes first on PATH. Without
-// torch there, these tests skip: scripts/setup.sh installs it, so the suite runs them.
+// The interpreter is the one the build found torch in (LOCKSTEP_PYTHON_EXECUTABLE:
+// scripts/setup.sh's .venv; LOCKSTEP_TEST_PYTHON overrides it), not whatever python3 comes first on
+// PATH. Without torch there, these tests skip: scripts/setup.sh installs it, so the suite runs
+// them.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -33,9 +34,10 @@ const std::string& torch_python() {
   return python;
 }
 
-#define REQUIRE_TORCH()                                                                        \
-  if (torch_python().empty())                                                                  \
-  GTEST_SKIP() << "needs PyTorch for " LOCKSTEP_TEST_PYTHON_DEFAULT " (scripts/setup.sh "     \
+#define REQUIRE_TORCH()                                             \
+  if (torch_python().empty())                                       \
+  GTEST_SKIP() << "needs PyTorch for " LOCKSTEP_TEST_PYTHON_DEFAULT \
+                  " (scripts/setup.sh "                             \
                   "installs it into .venv)"
 
 // The launcher runs that interpreter; one thread per rank keeps 3 ranks fast on 2 cores.
@@ -60,8 +62,8 @@ std::string ok_line(int rank, int world, int attempt, const std::string& module 
 void expect_every_rank_ok(const std::string& output, int world, int attempt = 0,
                           const std::string& module = "False") {
   for (int rank = 0; rank < world; ++rank)
-    EXPECT_EQ(count_of(output, "[rank" + std::to_string(rank) + "]: " +
-                                   ok_line(rank, world, attempt, module)),
+    EXPECT_EQ(count_of(output, "[rank" + std::to_string(rank) +
+                                   "]: " + ok_line(rank, world, attempt, module)),
               1u)
         << output;
 }
@@ -97,8 +99,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, LauncherPython, ::testing::Values(2, 3),
 
 TEST(LauncherPythonForms, ModuleFormRunsTheModuleWithItsArguments) {
   REQUIRE_TORCH();
-  auto r = launch({"--standalone", "--nproc-per-node", "2", "-m", "torch_job", "--fail-rank",
-                   "-1"},
+  auto r = launch({"--standalone", "--nproc-per-node", "2", "-m", "torch_job", "--fail-rank", "-1"},
                   python_env({{"PYTHONPATH", kPythonDir}}), std::chrono::seconds(120));
   ASSERT_EQ(r.process.exit_code, 0) << r.process.output;
   expect_every_rank_ok(r.process.output, 2, 0, "True");
@@ -111,8 +112,8 @@ TEST(LauncherPythonForms, NoPythonRunsTheFileAsGiven) {
   std::string script = dir.file("job.py");
   std::ofstream(script) << "#!/bin/sh\necho SHELL_RAN rank=$RANK\n";
   ::chmod(script.c_str(), 0755);
-  auto as_given = launch({"--standalone", "--nproc-per-node", "2", "--no-python", script},
-                         python_env());
+  auto as_given =
+      launch({"--standalone", "--nproc-per-node", "2", "--no-python", script}, python_env());
   ASSERT_EQ(as_given.process.exit_code, 0) << as_given.process.output;
   for (int rank = 0; rank < 2; ++rank)
     EXPECT_EQ(count_of(as_given.process.output, "]: SHELL_RAN rank=" + std::to_string(rank)), 1u)
@@ -120,24 +121,23 @@ TEST(LauncherPythonForms, NoPythonRunsTheFileAsGiven) {
 
   auto by_python = launch({"--standalone", "--nproc-per-node", "1", script}, python_env());
   EXPECT_EQ(by_python.process.exit_code, 1) << by_python.process.output;
-  EXPECT_NE(summary_of(by_python.process.output)
-                .find("root cause (first failure): SyntaxError: invalid syntax (at " + script +
-                      ":2)"),
-            std::string::npos)
+  EXPECT_NE(
+      summary_of(by_python.process.output)
+          .find("root cause (first failure): SyntaxError: invalid syntax (at " + script + ":2)"),
+      std::string::npos)
       << by_python.process.output;
 }
 
 TEST(LauncherPythonFailure, ExceptionOnRankOneHeadsTheSummary) {
   REQUIRE_TORCH();
-  auto r = launch({"--standalone", "--nproc-per-node", "2", "--term-timeout", "5", kScript,
-                   "--fail-rank", "1"},
-                  python_env(), std::chrono::seconds(120));
+  auto r = launch(
+      {"--standalone", "--nproc-per-node", "2", "--term-timeout", "5", kScript, "--fail-rank", "1"},
+      python_env(), std::chrono::seconds(120));
   EXPECT_EQ(r.process.exit_code, 1) << "the script's exit code\n" << r.process.output;
   std::string summary = summary_of(r.process.output);
-  std::string headline = "root cause (first failure): RuntimeError: rank 1 exploded on purpose (at " +
-                         kScript + ":" +
-                         std::to_string(script_line("raise RuntimeError(f\"rank {rank} exploded")) +
-                         ", in explode)\n";
+  std::string headline =
+      "root cause (first failure): RuntimeError: rank 1 exploded on purpose (at " + kScript + ":" +
+      std::to_string(script_line("raise RuntimeError(f\"rank {rank} exploded")) + ", in explode)\n";
   EXPECT_NE(summary.find(headline), std::string::npos) << summary;
   EXPECT_NE(summary.find("  rank:       1 (local rank 1)"), std::string::npos) << summary;
   EXPECT_NE(summary.find("    RuntimeError: rank 1 exploded on purpose"), std::string::npos)
@@ -165,7 +165,8 @@ TEST(LauncherPythonFailure, RecordDecoratorWritesTheErrorFileTheSummaryUses) {
   std::string summary = summary_of(r.process.output);
   EXPECT_NE(summary.find("  error file: " + error_file + "\n"), std::string::npos) << summary;
   EXPECT_NE(summary.find("root cause (first failure): RuntimeError: rank 1 exploded on purpose "
-                         "(at " + kScript + ":" +
+                         "(at " +
+                         kScript + ":" +
                          std::to_string(script_line("raise RuntimeError(f\"rank {rank} exploded")) +
                          ", in explode)"),
             std::string::npos)
@@ -220,23 +221,22 @@ TEST(LauncherPythonWithLockstep, LockstepProgramThenPyTorchScriptThenBothInOne) 
       << lockstep_only.process.output;
 
   // A PyTorch script under the same launcher build.
-  auto torch_only =
-      launch({"--standalone", "--nproc-per-node", "2", kScript}, python_env(),
-             std::chrono::seconds(120));
+  auto torch_only = launch({"--standalone", "--nproc-per-node", "2", kScript}, python_env(),
+                           std::chrono::seconds(120));
   ASSERT_EQ(torch_only.process.exit_code, 0) << torch_only.process.output;
   expect_every_rank_ok(torch_only.process.output, 2);
 
   // Both in one job: each rank's PyTorch script (torch's store at MASTER_PORT) then starts a
   // lockstep program, whose ranks form their own group through the launcher's store.
-  auto together = launch({"--standalone", "--nproc-per-node", "2", kScript, "--then",
-                          test_binary()},
-                         python_env(lockstep_child), std::chrono::seconds(120));
+  auto together =
+      launch({"--standalone", "--nproc-per-node", "2", kScript, "--then", test_binary()},
+             python_env(lockstep_child), std::chrono::seconds(120));
   ASSERT_EQ(together.process.exit_code, 0) << together.process.output;
   expect_every_rank_ok(together.process.output, 2);
   for (int rank = 0; rank < 2; ++rank)
     EXPECT_EQ(count_of(together.process.output, "[rank" + std::to_string(rank) +
-                                                    "]: ALLREDUCE_OK rank=" +
-                                                    std::to_string(rank) + " world=2"),
+                                                    "]: ALLREDUCE_OK rank=" + std::to_string(rank) +
+                                                    " world=2"),
               1u)
         << together.process.output;
 }

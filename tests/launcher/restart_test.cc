@@ -17,9 +17,13 @@ TEST(LauncherRestart, SucceedsOnTheSecondAttemptWithRestartCountOne) {
       "echo \"attempt=$LOCKSTEP_RESTART_COUNT max=$LOCKSTEP_MAX_RESTARTS run=$LOCKSTEP_RUN_ID\"; "
       "if [ \"$LOCKSTEP_RESTART_COUNT\" = 0 ]; then "
       "  if [ \"$RANK\" = 1 ]; then "
-      "    i=0; while [ ! -e " + printed + " ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; "
+      "    i=0; while [ ! -e " +
+      printed +
+      " ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; "
       "    echo 'first try fails' >&2; exit 5; fi; "
-      "  touch " + printed + "; sleep 30; fi; "
+      "  touch " +
+      printed +
+      "; sleep 30; fi; "
       "echo \"done rank $RANK\"";
   auto r = launch({"--standalone", "--nproc-per-node", "2", "--max-restarts", "2", "--run-id",
                    "restartjob", "--log-dir", dir.path(), "/bin/sh", "-c", script});

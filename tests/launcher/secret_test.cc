@@ -6,8 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <set>
+#include <sstream>
 
 #include "launcher_test_util.h"
 #include "support/messages.h"
@@ -113,12 +113,13 @@ TEST(LauncherSecret, TheSecretAppearsInNoLogDumpOrSummary) {
   const std::string path = dir.path() + "/secret";
   std::ofstream(path) << secret << "\n";
   const std::string lockstep = lockstep_run({}).front();
-  const std::string script =
-      lockstep + " bench --backend tcp --op all_reduce --min-bytes 4 --max-bytes 4 "
-      "--iters 1000000 & b=$!; sleep 6; kill -TERM $b; wait $b; true";
+  const std::string script = lockstep +
+                             " bench --backend tcp --op all_reduce --min-bytes 4 --max-bytes 4 "
+                             "--iters 1000000 & b=$!; sleep 6; kill -TERM $b; wait $b; true";
   auto r = launch({"--standalone", "--nproc-per-node", "2", "--secret-file", path, "--log-dir",
                    dir.path() + "/logs", "--tee", "3", "/bin/sh", "-c", script},
-                  {{"LOCKSTEP_DEBUG", "INFO"}, {"LOCKSTEP_TRACE_DIR", dir.path() + "/trace"},
+                  {{"LOCKSTEP_DEBUG", "INFO"},
+                   {"LOCKSTEP_TRACE_DIR", dir.path() + "/trace"},
                    {"LOCKSTEP_SECRET", std::nullopt}},
                   std::chrono::seconds(60));
   EXPECT_EQ(r.process.output.find(secret), std::string::npos) << r.process.output;

@@ -61,22 +61,25 @@ AttemptResult failed_locally(int exit_code, int signal, std::vector<std::string>
 }
 
 TEST(DescribeAttempt, ARankThatReturnedAnErrorCodeIsDescribedByItsLastStderrLine) {
-  EXPECT_EQ(describe_attempt(failed_locally(2, 0, {"starting", "error: host h2 is unreachable", ""})),
-            "rank 2 (local rank 0) exited with code 2 on h0; its last stderr line: error: host h2 "
-            "is unreachable");
+  EXPECT_EQ(
+      describe_attempt(failed_locally(2, 0, {"starting", "error: host h2 is unreachable", ""})),
+      "rank 2 (local rank 0) exited with code 2 on h0; its last stderr line: error: host h2 "
+      "is unreachable");
 }
 
 TEST(DescribeAttempt, AHeadlineWinsOverTheLastLine) {
   AttemptResult a = failed_locally(1, 0, {"Traceback ...", "ValueError: bad"});
   a.root_cause->headline = "ValueError: bad (train.py:3)";
-  EXPECT_EQ(describe_attempt(a), "rank 2 (local rank 0) exited with code 1 on h0: ValueError: bad "
-                                 "(train.py:3)");
+  EXPECT_EQ(describe_attempt(a),
+            "rank 2 (local rank 0) exited with code 1 on h0: ValueError: bad "
+            "(train.py:3)");
 }
 
 TEST(DescribeAttempt, NoLastLineForSignalsOrSilence) {
   EXPECT_EQ(describe_attempt(failed_locally(0, 9, {"working"})),
             "rank 2 (local rank 0) was killed by SIGKILL on h0");
-  EXPECT_EQ(describe_attempt(failed_locally(3, 0, {})), "rank 2 (local rank 0) exited with code 3 on h0");
+  EXPECT_EQ(describe_attempt(failed_locally(3, 0, {})),
+            "rank 2 (local rank 0) exited with code 3 on h0");
 }
 
 }  // namespace

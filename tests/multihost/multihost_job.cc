@@ -145,7 +145,8 @@ int main(int argc, char** argv) {
   } catch (const lockstep::Error& e) {
     return report(e);
   }
-  std::fprintf(stderr, "usage: multihost_job loop SECONDS [FLOATS] | order-mismatch RANKS | "
-                       "size-mismatch RANKS\n");
+  std::fprintf(stderr,
+               "usage: multihost_job loop SECONDS [FLOATS] | order-mismatch RANKS | "
+               "size-mismatch RANKS\n");
   return 2;
 }

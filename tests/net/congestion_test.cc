@@ -28,8 +28,7 @@ bool set_congestion(int fd, const std::string& name) {
 TEST(LoopbackCongestion, BbrOnALoopbackConnectionIsReplacedOnBothEnds) {
   Fd listener = listen_tcp("127.0.0.1", 0);
   const auto deadline = Deadline::after(std::chrono::seconds(10));
-  Fd client = connect_tcp("127.0.0.1", local_port(listener.get()),
-                          deadline, false);
+  Fd client = connect_tcp("127.0.0.1", local_port(listener.get()), deadline, false);
   Fd server = accept_tcp(listener.get(), deadline);
   if (!set_congestion(client.get(), "bbr") || !set_congestion(server.get(), "bbr"))
     GTEST_SKIP() << "bbr is not available to this user";
@@ -44,8 +43,7 @@ TEST(LoopbackCongestion, BbrOnALoopbackConnectionIsReplacedOnBothEnds) {
 TEST(LoopbackCongestion, AnUnpacedChoiceIsLeftAlone) {
   Fd listener = listen_tcp("127.0.0.1", 0);
   const auto deadline = Deadline::after(std::chrono::seconds(10));
-  Fd client = connect_tcp("127.0.0.1", local_port(listener.get()),
-                          deadline, false);
+  Fd client = connect_tcp("127.0.0.1", local_port(listener.get()), deadline, false);
   ASSERT_TRUE(set_congestion(client.get(), "reno"));
   unpace_local_connection(client.get());
   EXPECT_EQ(congestion(client.get()), "reno");

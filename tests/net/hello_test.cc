@@ -9,8 +9,8 @@
 namespace lockstep::testing {
 namespace {
 
-const net::Endpoint kListener{.service = net::Service::p2p, .group = "g", .size = 4, .rank = 0,
-                              .host = "node-a"};
+const net::Endpoint kListener{
+    .service = net::Service::p2p, .group = "g", .size = 4, .rank = 0, .host = "node-a"};
 
 net::Hello from_rank(int rank) {
   net::Endpoint e = kListener;

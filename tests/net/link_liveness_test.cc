@@ -43,8 +43,7 @@ TEST(LinkLiveness, TimeoutIsTenSecondsByDefaultFractionalOrOff) {
       parse({{"LOCKSTEP_LINK_TIMEOUT", bad}});
       ADD_FAILURE() << "accepted '" << bad << "'";
     } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find("LOCKSTEP_LINK_TIMEOUT"), std::string::npos)
-          << e.what();
+      EXPECT_NE(std::string(e.what()).find("LOCKSTEP_LINK_TIMEOUT"), std::string::npos) << e.what();
     }
   }
 }

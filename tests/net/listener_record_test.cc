@@ -47,10 +47,15 @@ TEST(ListenerRecord, KeysAreScopedByGroupServiceAndRank) {
 TEST(ListenerRecord, AMalformedRecordNamesTheRank) {
   const std::string good = net::format_listener_record("h", 1, "n", nonce(2));
   const std::string hex = good.substr(good.rfind('|') + 1);
-  const std::vector<std::string> malformed = {
-      "garbage",          "h:1|n|12",          "h:1|n|12|" + hex + "|x", "h:0|n|12|" + hex,
-      "h:70000|n|12|" + hex, ":1|n|12|" + hex, "h:1|n|pid|" + hex,     "h:1|n|12|zz",
-      "h|n|12|" + hex};
+  const std::vector<std::string> malformed = {"garbage",
+                                              "h:1|n|12",
+                                              "h:1|n|12|" + hex + "|x",
+                                              "h:0|n|12|" + hex,
+                                              "h:70000|n|12|" + hex,
+                                              ":1|n|12|" + hex,
+                                              "h:1|n|pid|" + hex,
+                                              "h:1|n|12|zz",
+                                              "h|n|12|" + hex};
   for (const std::string& bad : malformed) {
     try {
       net::parse_listener_record(bad, 5);

@@ -12,9 +12,9 @@ namespace {
 using testing::expect_error_naming;
 
 TEST(Frames, EveryKindTheEngineWritesPasses) {
-  for (FrameKind k : {FrameKind::eager, FrameKind::rts, FrameKind::cts, FrameKind::data,
-                      FrameKind::nack, FrameKind::cancel, FrameKind::query, FrameKind::reply,
-                      FrameKind::bye}) {
+  for (FrameKind k :
+       {FrameKind::eager, FrameKind::rts, FrameKind::cts, FrameKind::data, FrameKind::nack,
+        FrameKind::cancel, FrameKind::query, FrameKind::reply, FrameKind::bye}) {
     FrameHeader h;
     h.kind = k;
     h.bytes = 1 << 30;  // data: any size; eager and texts: up to their limits
@@ -32,9 +32,9 @@ TEST(Frames, EveryKindTheEngineWritesPasses) {
 TEST(Frames, ForeignBytesAreANetworkErrorNamingThePeer) {
   FrameHeader bad_magic;
   bad_magic.magic = 0x47455420;  // "GET " : an HTTP client on the port
-  expect_error_naming<NetworkError>([&] { check_frame(bad_magic, 3); },
-                                    {"rank 3 sent bytes that are not a lockstep p2p frame",
-                                     "Restart the job"});
+  expect_error_naming<NetworkError>(
+      [&] { check_frame(bad_magic, 3); },
+      {"rank 3 sent bytes that are not a lockstep p2p frame", "Restart the job"});
   FrameHeader bad_kind;
   bad_kind.kind = static_cast<FrameKind>(77);
   expect_error_naming<NetworkError>([&] { check_frame(bad_kind, 2); }, {"kind 77"});
@@ -45,8 +45,7 @@ TEST(Frames, ForeignBytesAreANetworkErrorNamingThePeer) {
                                     {"a bye frame of 65537 bytes of text"});
   FrameHeader bad_dtype;
   bad_dtype.dtype = 200;
-  expect_error_naming<NetworkError>([&] { check_frame(bad_dtype, 2); },
-                                    {"unknown dtype (200)"});
+  expect_error_naming<NetworkError>([&] { check_frame(bad_dtype, 2); }, {"unknown dtype (200)"});
 }
 
 // Found by fuzz/p2p_frame_fuzz.cc: an eager frame announcing 16 MiB passed, and the engine sets

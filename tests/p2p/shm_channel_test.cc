@@ -3,18 +3,18 @@
 // random chunk sizes (also with two threads per rank, sleep() beside write and read, as under the
 // engine) and in a 64 MiB stream through a small ring; a full ring takes nothing and
 // frees up as the reader reads; peek() and consume() take chunks as read() would; a corrupt
-// chunk is a NetworkError naming its writer; sleep() ends promptly on data, wake() and room (the median delay
-// is far below the 100 ms cap, which a lost wake-up would show) and keeps to `until`; broken()
-// after close and after the child is SIGKILLed (only once its last bytes are read); nothing is
-// left in /dev/shm.
+// chunk is a NetworkError naming its writer; sleep() ends promptly on data, wake() and room (the
+// median delay is far below the 100 ms cap, which a lost wake-up would show) and keeps to `until`;
+// broken() after close and after the child is SIGKILLed (only once its last bytes are read);
+// nothing is left in /dev/shm.
 #include "p2p/shm_channel.h"
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -260,14 +260,13 @@ TEST(ShmChannel, ACorruptChunkIsANetworkErrorNamingTheWriter) {
   ASSERT_GE(fd, 0);
   struct stat st {};
   ASSERT_EQ(::fstat(fd, &st), 0);
-  void* base = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE,
-                      MAP_SHARED, fd, 0);
+  void* base =
+      ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
   ASSERT_NE(base, MAP_FAILED);
   const auto* header = static_cast<const inbox::Header*>(base);
-  auto* chunk = reinterpret_cast<inbox::ChunkHeader*>(static_cast<std::byte*>(base) +
-                                                      header->data_offset +
-                                                      inbox::slot(0, 1) * header->capacity);
+  auto* chunk = reinterpret_cast<inbox::ChunkHeader*>(
+      static_cast<std::byte*>(base) + header->data_offset + inbox::slot(0, 1) * header->capacity);
   chunk->bytes = uint64_t{1} << 40;
   __atomic_store_n(&chunk->stamp, inbox::chunk_stamp(0, header->stamp_key), __ATOMIC_RELEASE);
   EXPECT_TRUE(ch[1]->maybe_unread());

@@ -20,8 +20,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-GroupConfig config_with(std::shared_ptr<Store> store, const std::string& name, int rank,
-                        int size, std::string secret) {
+GroupConfig config_with(std::shared_ptr<Store> store, const std::string& name, int rank, int size,
+                        std::string secret) {
   GroupConfig c = testing::config_for(std::move(store), name, rank, size);
   c.secret = std::move(secret);
   return c;
@@ -35,9 +35,10 @@ TEST(SocketChannelAuth, StreamsBetweenRanksWithTheSecretAreIntact) {
   std::vector<std::thread> threads;
   for (int r = 0; r < 3; ++r)
     threads.emplace_back([&, r] {
-      testing::pump(*group[static_cast<size_t>(r)], r, 3,
-                    [](int src, int dst) -> uint64_t { return src == dst ? 0 : 1u << 20; },
-                    static_cast<unsigned>(r) + 1);
+      testing::pump(
+          *group[static_cast<size_t>(r)], r, 3,
+          [](int src, int dst) -> uint64_t { return src == dst ? 0 : 1u << 20; },
+          static_cast<unsigned>(r) + 1);
     });
   for (auto& t : threads) t.join();
 }
@@ -64,7 +65,8 @@ TEST(SocketChannelAuth, AWriterWithAnotherSecretGetsAnAuthErrorAndDeliversNothin
     std::this_thread::sleep_for(1ms);
   }
   EXPECT_TRUE(lockstep::testing::contains(error, "rank 0")) << error;
-  EXPECT_TRUE(lockstep::testing::contains(error, "refused this rank: their secrets differ")) << error;
+  EXPECT_TRUE(lockstep::testing::contains(error, "refused this rank: their secrets differ"))
+      << error;
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 3.0);
   EXPECT_EQ(read, 0u) << "rank 0 read bytes of a stream whose writer it refused";
   EXPECT_EQ(b.broken(0), std::string(error).substr(error.find("rank 0")));
@@ -80,11 +82,14 @@ TEST(SocketChannelAuth, AnOutsiderWithoutTheSecretIsRefusedAndTheRealStreamIsInt
   const std::string& address = a.address();
   const auto colon = address.rfind(':');
   Deadline d = Deadline::after(5s);
-  net::Fd fd = net::connect_tcp(address.substr(0, colon),
-                                static_cast<uint16_t>(std::stoi(address.substr(colon + 1))), d,
-                                false);
-  net::Hello h{.service = net::Service::p2p, .flags = net::kHasSecret,
-               .group_hash = fnv1a("outsider"), .size = 2, .rank = 1};
+  net::Fd fd =
+      net::connect_tcp(address.substr(0, colon),
+                       static_cast<uint16_t>(std::stoi(address.substr(colon + 1))), d, false);
+  net::Hello h{.service = net::Service::p2p,
+               .flags = net::kHasSecret,
+               .group_hash = fnv1a("outsider"),
+               .size = 2,
+               .rank = 1};
   auth::ConnectProof forged;
   forged.proof.fill(0x5a);
   const std::string payload(1000, 'x');
@@ -96,8 +101,10 @@ TEST(SocketChannelAuth, AnOutsiderWithoutTheSecretIsRefusedAndTheRealStreamIsInt
     a.service();
     ssize_t n = ::recv(fd.get(), reinterpret_cast<char*>(&verdict) + got, sizeof verdict - got,
                        MSG_DONTWAIT);
-    if (n > 0) got += static_cast<size_t>(n);
-    else std::this_thread::sleep_for(1ms);
+    if (n > 0)
+      got += static_cast<size_t>(n);
+    else
+      std::this_thread::sleep_for(1ms);
   }
   EXPECT_EQ(verdict.status, auth::VerdictStatus::wrong_proof);
   char more = 0;

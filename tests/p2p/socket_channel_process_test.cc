@@ -21,7 +21,9 @@ using namespace std::chrono_literals;
 
 constexpr uint64_t kChildBytes = 4 << 20;  // each way
 
-uint64_t both_ways(int src, int dst) { return src == dst ? 0 : kChildBytes; }
+uint64_t both_ways(int src, int dst) {
+  return src == dst ? 0 : kChildBytes;
+}
 
 // ---- child entry point: rank 1 of group "proc" ----
 

@@ -275,7 +275,8 @@ TEST(SocketChannel, GarbageConnectionsAreDroppedWithoutDisturbingTheStreams) {
   const auto real = [&] {
     net::Hello r{.service = net::Service::p2p, .size = 2, .rank = 1};
     r.group_hash = 14695981039346656037ull;
-    for (unsigned char c : std::string("garbage")) r.group_hash = (r.group_hash ^ c) * 1099511628211ull;
+    for (unsigned char c : std::string("garbage"))
+      r.group_hash = (r.group_hash ^ c) * 1099511628211ull;
     return r;
   };
   h = real();
@@ -309,8 +310,8 @@ TEST(SocketChannel, SleepersOnOtherThreadsDisturbNothing) {
     try {
       for (int i = 0; i < 40 && !stop; ++i) {
         net::Fd fd = raw_client(*group[static_cast<size_t>(i % 2)]);
-        net::write_full(fd.get(), junk.data(), i % 3 == 0 ? junk.size() : 10,
-                        Deadline::after(3s), "the channel");
+        net::write_full(fd.get(), junk.data(), i % 3 == 0 ? junk.size() : 10, Deadline::after(3s),
+                        "the channel");
         std::this_thread::sleep_for(1ms);
       }
     } catch (const Error&) {  // the ranks finished and closed their listeners first
@@ -344,7 +345,8 @@ std::string refused_write(SocketChannel& a, const std::string& address) {
     ADD_FAILURE() << "write succeeded";
   } catch (const NetworkError& e) {
     EXPECT_NE(std::string(e.what()).find("rank 1 (" + address + ") refuses connections"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
     return e.what();
   }
   return "";
@@ -360,7 +362,8 @@ TEST(SocketChannel, WriteToAPeerThatRefusesFailsNamingItsAddress) {
     a.write(1, &x, 1, Deadline::after(300ms));
     FAIL() << "write succeeded";
   } catch (const TimeoutError& e) {
-    EXPECT_NE(std::string(e.what()).find("rank 1 (" + address + ")"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 1 (" + address + ")"), std::string::npos)
+        << e.what();
   }
   // A long deadline: it refused for long enough to count as gone.
   auto t0 = Clock::now();

@@ -22,7 +22,6 @@ inline long long ms_since(Clock::time_point t0) {
 
 using lockstep::testing::message_of;
 
-
 #define EXPECT_NOT_CONTAINS(text, part)                                \
   EXPECT_EQ(std::string_view(text).find(part), std::string_view::npos) \
       << "did not expect \"" << (part) << "\" in:\n  " << (text)

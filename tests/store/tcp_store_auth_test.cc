@@ -20,13 +20,15 @@ constexpr const char* kSecret = "correct horse battery staple";
 constexpr const char* kOther = "incorrect mule";
 
 // Nonces and proofs are both 32 bytes.
-std::string bytes_of(const auth::Nonce& n) { return std::string(n.begin(), n.end()); }
+std::string bytes_of(const auth::Nonce& n) {
+  return std::string(n.begin(), n.end());
+}
 
 class TcpStoreAuth : public ::testing::Test {
  protected:
   std::unique_ptr<TcpStore> client(const std::string& secret) {
-    return std::make_unique<TcpStore>(TcpStoreOptions{
-        .port = server_.port(), .timeout = milliseconds(5'000), .secret = secret});
+    return std::make_unique<TcpStore>(
+        TcpStoreOptions{.port = server_.port(), .timeout = milliseconds(5'000), .secret = secret});
   }
   // The job goes on: a client with the secret still writes and reads.
   void expect_job_unharmed() {
@@ -83,8 +85,8 @@ TEST_F(TcpStoreAuth, AClientWithAnotherSecretGetsAnAuthErrorNamingTheFix) {
 TEST_F(TcpStoreAuth, AClientWithASecretRefusesAServerWithout) {
   TcpStoreServer open{{.bind_host = "127.0.0.1", .port = 0, .secret = ""}};
   try {
-    TcpStore c(TcpStoreOptions{.port = open.port(), .timeout = milliseconds(5'000),
-                               .secret = kSecret});
+    TcpStore c(
+        TcpStoreOptions{.port = open.port(), .timeout = milliseconds(5'000), .secret = kSecret});
     FAIL() << "a client trusted a server that could not prove the secret";
   } catch (const AuthError& e) {
     EXPECT_CONTAINS(e.what(), "runs without a secret, but this process has one");
@@ -96,8 +98,8 @@ TEST_F(TcpStoreAuth, AClientWithASecretRefusesAServerWithout) {
 TEST_F(TcpStoreAuth, AForgedProofIsDroppedBeforeAnyRequestIsServed) {
   auto fd = raw_connect(server_.port());
   raw_hello(fd.get(), auth::make_nonce());
-  const std::string set = std::string(1, '\x01') + le(0, 8) + le(2, 4) + le(5, 8) + "stolen" +
-                          le(1, 8) + "x";
+  const std::string set =
+      std::string(1, '\x01') + le(0, 8) + le(2, 4) + le(5, 8) + "stolen" + le(1, 8) + "x";
   raw_send(fd.get(), std::string(32, '\0') + set);
   size_t seen = 0;
   EXPECT_TRUE(closed_by_peer(fd.get(), milliseconds(3'000), &seen));

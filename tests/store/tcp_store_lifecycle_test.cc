@@ -122,8 +122,10 @@ TEST(TcpStoreLifecycle, OverLimitKeyIsRejectedBeforeSending) {
   auto msg = message_of<InvalidArgument>([&] { store.set(long_key, "v"); });
   EXPECT_CONTAINS(msg, std::to_string(store_proto::kMaxKeyBytes));
   auto get_msg = message_of<InvalidArgument>([&] { store.get(long_key, milliseconds(10)); });
-  EXPECT_CONTAINS(get_msg, "TcpStore key of " + std::to_string(store_proto::kMaxKeyBytes + 1) + " bytes");
-  EXPECT_CONTAINS(get_msg, "exceeds the limit of " + std::to_string(store_proto::kMaxKeyBytes) + " bytes");
+  EXPECT_CONTAINS(get_msg,
+                  "TcpStore key of " + std::to_string(store_proto::kMaxKeyBytes + 1) + " bytes");
+  EXPECT_CONTAINS(get_msg,
+                  "exceeds the limit of " + std::to_string(store_proto::kMaxKeyBytes) + " bytes");
   store.set("still", "usable");
   EXPECT_EQ(store.get("still", milliseconds(1000)), "usable");
 }

@@ -122,7 +122,8 @@ TEST_F(TcpStoreRobustness, ClientsVanishingMidRequestLeaveTheServerServing) {
   std::thread parked([&] { answer = waiter->get("after", milliseconds(10'000)); });
   std::string request =
       client_hello() + no_proof() + header(kSet, 0, 2) + str("key") + str("value");
-  for (size_t cut : {3, 8 + 5, 40 + 4, 72 + 4, 72 + 13 + 4, 72 + 13 + 8 + 1, 72 + 13 + 11 + 8 + 2}) {
+  for (size_t cut :
+       {3, 8 + 5, 40 + 4, 72 + 4, 72 + 13 + 4, 72 + 13 + 8 + 1, 72 + 13 + 11 + 8 + 2}) {
     auto fd = raw_connect(server_.port());
     raw_send(fd.get(), request.substr(0, cut));
     std::this_thread::sleep_for(milliseconds(20));

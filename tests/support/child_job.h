@@ -18,8 +18,8 @@
 #include "lockstep/core/error.h"
 #include "lockstep/store/tcp_store.h"
 #include "support/child_mode.h"
-#include "support/subprocess.h"
 #include "support/messages.h"
+#include "support/subprocess.h"
 
 namespace lockstep::testing {
 
@@ -57,8 +57,8 @@ inline int64_t caught_at(const std::string& output) {
 using Env = std::map<std::string, std::optional<std::string>>;
 
 struct JobOptions {
-  std::string op_timeout = "60";                  // LOCKSTEP_TIMEOUT of the children
-  std::chrono::seconds wait{120};                 // how long wait() gives each child
+  std::string op_timeout = "60";   // LOCKSTEP_TIMEOUT of the children
+  std::chrono::seconds wait{120};  // how long wait() gives each child
 };
 
 // A job of `world` child processes running child test <suite>.DISABLED_<name>, over a store

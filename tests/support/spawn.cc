@@ -32,11 +32,8 @@ void spawn_groups(int size, const std::function<void(ProcessGroup& pg)>& fn,
                   const std::string& backend, std::chrono::milliseconds timeout) {
   auto store = std::make_shared<HashStore>();
   spawn(size, [&](int rank) {
-    auto pg = init_process_group({.backend = backend,
-                                  .rank = rank,
-                                  .world_size = size,
-                                  .store = store,
-                                  .timeout = timeout});
+    auto pg = init_process_group(
+        {.backend = backend, .rank = rank, .world_size = size, .store = store, .timeout = timeout});
     fn(*pg);
   });
 }

@@ -17,6 +17,7 @@ void spawn(int size, const std::function<void(int rank)>& fn);
 // Like spawn, but hands each thread its rank's ProcessGroup (backend `backend`), all created over
 // one fresh HashStore with group name `name`.
 void spawn_groups(int size, const std::function<void(ProcessGroup& pg)>& fn,
-                  const std::string& backend = "tcp", std::chrono::milliseconds timeout = std::chrono::seconds(60));
+                  const std::string& backend = "tcp",
+                  std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
 }  // namespace lockstep::testing

@@ -104,8 +104,10 @@ ProcessResult Child::wait(std::chrono::milliseconds timeout) {
     if (eof) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (rc > 0) {
       ssize_t n = ::read(out_fd_, buf, sizeof(buf));
-      if (n > 0) result_.output.append(buf, static_cast<size_t>(n));
-      else eof = true;
+      if (n > 0)
+        result_.output.append(buf, static_cast<size_t>(n));
+      else
+        eof = true;
     }
   }
 }

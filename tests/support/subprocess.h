@@ -13,10 +13,10 @@
 namespace lockstep::testing {
 
 struct ProcessResult {
-  int exit_code = -1;    // valid when signal == 0
-  int signal = 0;        // the signal that killed it, 0 if it exited
+  int exit_code = -1;  // valid when signal == 0
+  int signal = 0;      // the signal that killed it, 0 if it exited
   bool timed_out = false;
-  std::string output;    // stdout and stderr together, in the order written
+  std::string output;  // stdout and stderr together, in the order written
 };
 
 // A running child. stdout and stderr go to one pipe, read by wait().

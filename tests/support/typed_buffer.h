@@ -18,29 +18,56 @@ class TypedBuffer {
   void set(size_t i, double v) {
     void* p = bytes_.data() + i * element_size(dtype_);
     switch (dtype_) {
-      case DType::f32: store(p, static_cast<float>(v)); break;
-      case DType::f64: store(p, v); break;
-      case DType::f16: store(p, half(static_cast<float>(v))); break;
-      case DType::bf16: store(p, bfloat16(static_cast<float>(v))); break;
-      case DType::i8: store(p, static_cast<int8_t>(v)); break;
-      case DType::u8: store(p, static_cast<uint8_t>(v)); break;
-      case DType::i32: store(p, static_cast<int32_t>(v)); break;
-      case DType::i64: store(p, static_cast<int64_t>(v)); break;
-      case DType::boolean: store(p, static_cast<uint8_t>(v != 0)); break;
+      case DType::f32:
+        store(p, static_cast<float>(v));
+        break;
+      case DType::f64:
+        store(p, v);
+        break;
+      case DType::f16:
+        store(p, half(static_cast<float>(v)));
+        break;
+      case DType::bf16:
+        store(p, bfloat16(static_cast<float>(v)));
+        break;
+      case DType::i8:
+        store(p, static_cast<int8_t>(v));
+        break;
+      case DType::u8:
+        store(p, static_cast<uint8_t>(v));
+        break;
+      case DType::i32:
+        store(p, static_cast<int32_t>(v));
+        break;
+      case DType::i64:
+        store(p, static_cast<int64_t>(v));
+        break;
+      case DType::boolean:
+        store(p, static_cast<uint8_t>(v != 0));
+        break;
     }
   }
   double get(size_t i) const {
     const void* p = bytes_.data() + i * element_size(dtype_);
     switch (dtype_) {
-      case DType::f32: return load<float>(p);
-      case DType::f64: return load<double>(p);
-      case DType::f16: return static_cast<float>(load<half>(p));
-      case DType::bf16: return static_cast<float>(load<bfloat16>(p));
-      case DType::i8: return load<int8_t>(p);
-      case DType::u8: return load<uint8_t>(p);
-      case DType::i32: return load<int32_t>(p);
-      case DType::i64: return static_cast<double>(load<int64_t>(p));
-      case DType::boolean: return load<uint8_t>(p);
+      case DType::f32:
+        return load<float>(p);
+      case DType::f64:
+        return load<double>(p);
+      case DType::f16:
+        return static_cast<float>(load<half>(p));
+      case DType::bf16:
+        return static_cast<float>(load<bfloat16>(p));
+      case DType::i8:
+        return load<int8_t>(p);
+      case DType::u8:
+        return load<uint8_t>(p);
+      case DType::i32:
+        return load<int32_t>(p);
+      case DType::i64:
+        return static_cast<double>(load<int64_t>(p));
+      case DType::boolean:
+        return load<uint8_t>(p);
     }
     return 0;
   }
@@ -58,7 +85,9 @@ class TypedBuffer {
 
  private:
   template <class T>
-  static void store(void* p, T v) { std::memcpy(p, &v, sizeof(T)); }
+  static void store(void* p, T v) {
+    std::memcpy(p, &v, sizeof(T));
+  }
   template <class T>
   static T load(const void* p) {
     T v;

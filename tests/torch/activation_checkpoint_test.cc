@@ -44,7 +44,8 @@ struct NetImpl : nn::Module {
       return checkpoint([this, apply_block](const at::Tensor& v) { return fc_out(apply_block(v)); },
                         h, plain_rng);
     }
-    for (int i = 0; i < uses; ++i) h = checkpointed ? checkpoint(apply_block, h, plain_rng) : apply_block(h);
+    for (int i = 0; i < uses; ++i)
+      h = checkpointed ? checkpoint(apply_block, h, plain_rng) : apply_block(h);
     return fc_out(h);
   }
   nn::Linear fc_in, block, fc_out;
@@ -92,7 +93,8 @@ void expect_trains_like_one_process(int world, DdpOptions options, int uses, boo
   reference->checkpointed = false;
   reference->uses = uses;
   const std::vector<at::Tensor> initial = parameters_of(*reference);
-  ::torch::optim::SGD ref_opt(reference->parameters(), ::torch::optim::SGDOptions(0.1).momentum(0.9));
+  ::torch::optim::SGD ref_opt(reference->parameters(),
+                              ::torch::optim::SGDOptions(0.1).momentum(0.9));
   for (int t = 0; t < kSteps; ++t) {
     ref_opt.zero_grad();
     ::torch::mse_loss(reference(x[t]), y[t]).backward();

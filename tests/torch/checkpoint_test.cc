@@ -28,11 +28,11 @@ namespace lockstep::torch {
 namespace {
 
 namespace fs = std::filesystem;
-using lockstep::testing::spawn_groups;
 using lockstep::testing::contains;
 using lockstep::testing::message_of;
-using lockstep::testing::write_file;
+using lockstep::testing::spawn_groups;
 using lockstep::testing::TempDir;
+using lockstep::testing::write_file;
 
 // ---------------------------------------------------------------------------------------------
 // Checkpoints
@@ -92,10 +92,12 @@ TEST(Checkpoint, RejectsOtherModelsAndOtherFiles) {
   write_file(dir.file("junk"), "not a checkpoint");
   EXPECT_CONTAINS(message_of<Error>([&] { read_checkpoint(dir.file("junk"), &state); }),
                   dir.file("junk") + " cannot be read as a LibTorch archive");
-  EXPECT_CONTAINS(message_of<Error>([&] { read_checkpoint(dir.file("none"), &state); }), "does not exist");
-  EXPECT_CONTAINS(
-      message_of<Error>([&] { write_checkpoint(dir.file("no/such/dir/ck"), {.model = a.ptr().get()}); }),
-      "cannot create " + dir.file("no/such/dir/ck"));
+  EXPECT_CONTAINS(message_of<Error>([&] { read_checkpoint(dir.file("none"), &state); }),
+                  "does not exist");
+  EXPECT_CONTAINS(message_of<Error>([&] {
+                    write_checkpoint(dir.file("no/such/dir/ck"), {.model = a.ptr().get()});
+                  }),
+                  "cannot create " + dir.file("no/such/dir/ck"));
 }
 
 // The model of fuzz/corpus/checkpoint: a Linear(4, 2) and a buffer.
@@ -122,8 +124,9 @@ TEST(Checkpoint, MangledTorchScriptInTheArchiveIsAnInvalidArgument) {
   bytes.replace(at, text.size(), "steps : Tensocrf  \n :");  // the fuzzer's bytes, same length
   write_file(dir.file("mangled"), bytes);
   CheckpointState state{.model = &net};
-  EXPECT_CONTAINS(message_of<InvalidArgument>([&] { read_checkpoint(dir.file("mangled"), &state); }),
-                  dir.file("mangled") + " cannot be read as a LibTorch archive: invalid indent level");
+  EXPECT_CONTAINS(
+      message_of<InvalidArgument>([&] { read_checkpoint(dir.file("mangled"), &state); }),
+      dir.file("mangled") + " cannot be read as a LibTorch archive: invalid indent level");
 }
 
 // A child process starts saving a second checkpoint over the first and is killed by SIGKILL
@@ -380,9 +383,19 @@ TEST(Training, ZeroTwoAndUnevenSharesReachTheDefaultAccuracy) {
   const std::string binary = train_binary();
   TempDir dir;
   auto run = [&](std::vector<std::string> flags) {
-    std::vector<std::string> argv = {LOCKSTEP_CLI_PATH, "run", "--standalone", "--nproc-per-node",
-                                     "2", "--", binary, "--subset", "6000", "--batch-size", "16",
-                                     "--checkpoint-dir", dir.file("ck")};
+    std::vector<std::string> argv = {LOCKSTEP_CLI_PATH,
+                                     "run",
+                                     "--standalone",
+                                     "--nproc-per-node",
+                                     "2",
+                                     "--",
+                                     binary,
+                                     "--subset",
+                                     "6000",
+                                     "--batch-size",
+                                     "16",
+                                     "--checkpoint-dir",
+                                     dir.file("ck")};
     argv.insert(argv.end(), flags.begin(), flags.end());
     auto result = lockstep::testing::run_process(argv, {}, std::chrono::seconds(240));
     EXPECT_FALSE(result.timed_out) << result.output;

@@ -30,12 +30,12 @@ namespace lockstep::torch {
 namespace {
 
 namespace fs = std::filesystem;
-using lockstep::testing::spawn_groups;
 using lockstep::testing::contains;
 using lockstep::testing::message_of;
 using lockstep::testing::read_file;
-using lockstep::testing::write_file;
+using lockstep::testing::spawn_groups;
 using lockstep::testing::TempDir;
+using lockstep::testing::write_file;
 
 // ---------------------------------------------------------------------------------------------
 // Sharding
@@ -112,7 +112,8 @@ TEST(ShardIndices, EpochReshufflesAndSeedPlusEpochDecides) {
 }
 
 TEST(ShardIndices, RejectsBadRankAndEmptyDataset) {
-  EXPECT_CONTAINS(message_of<Error>([] { shard(10, 2, 2, false); }), "rank 2 is outside a world of size 2");
+  EXPECT_CONTAINS(message_of<Error>([] { shard(10, 2, 2, false); }),
+                  "rank 2 is outside a world of size 2");
   EXPECT_CONTAINS(message_of<Error>([] { shard(0, 0, 2, false); }), "empty");
 }
 
@@ -241,8 +242,8 @@ TEST(Idx, ErrorsNameTheFileAndTheSizes) {
   EXPECT_CONTAINS(message_of<Error>([&] { read_idx(dir.file("missing.gz")); }),
                   dir.file("missing.gz") + " does not exist");
   write_gz(dir.file("labels.gz"), idx_bytes(0x0801, {5}, ramp(5)));
-  const std::string wrong =
-      message_of<Error>([&] { read_idx(dir.file("labels.gz"), {.expected_magic = kIdxImagesMagic}); });
+  const std::string wrong = message_of<Error>(
+      [&] { read_idx(dir.file("labels.gz"), {.expected_magic = kIdxImagesMagic}); });
   EXPECT_CONTAINS(wrong, dir.file("labels.gz"));
   EXPECT_CONTAINS(wrong, "magic number 0x00000801, expected 0x00000803");
   write_file(dir.file("short"), idx_bytes(0x0803, {2, 3, 4}, ramp(10)));
@@ -253,7 +254,8 @@ TEST(Idx, ErrorsNameTheFileAndTheSizes) {
   EXPECT_CONTAINS(message_of<Error>([&] { read_idx(dir.file("long")); }),
                   "long is longer than its header says");
   write_file(dir.file("float"), idx_bytes(0x0D01, {3}, ramp(12)));
-  EXPECT_CONTAINS(message_of<Error>([&] { read_idx(dir.file("float")); }), "not an unsigned-byte IDX file");
+  EXPECT_CONTAINS(message_of<Error>([&] { read_idx(dir.file("float")); }),
+                  "not an unsigned-byte IDX file");
 }
 
 TEST(Idx, TruncatedAndCorruptGzip) {
@@ -289,7 +291,9 @@ TEST(Idx, HeaderAnnouncingMoreThanTheFileHoldsIsTruncatedNotAnAllocation) {
   EXPECT_CONTAINS(message_of<InvalidArgument>([&] { read_idx(dir.file("overflow")); }),
                   "more than a tensor can hold");
   // The fuzzer's input: labels announcing 4160749316 bytes, then 5.
-  write_gz(dir.file("4gb.gz"), idx_bytes(0x0801, {0xf7ffff04}, "\x01" "a\x03\x04\x05"));
+  write_gz(dir.file("4gb.gz"), idx_bytes(0x0801, {0xf7ffff04},
+                                         "\x01"
+                                         "a\x03\x04\x05"));
   EXPECT_CONTAINS(message_of<InvalidArgument>([&] { read_idx(dir.file("4gb.gz")); }),
                   "= 4160749316 bytes of data, but it holds 5");
 }
@@ -299,7 +303,7 @@ TEST(FashionMnistDataset, NormalizesAndChecksCounts) {
   const std::string pixels = ramp(5 * 28 * 28);
   write_gz(dir.file("train-images-idx3-ubyte.gz"), idx_bytes(0x0803, {5, 28, 28}, pixels));
   write_file(dir.file("train-labels-idx1-ubyte"),
-              idx_bytes(0x0801, {5}, std::string("\1\2\3\4\5")));
+             idx_bytes(0x0801, {5}, std::string("\1\2\3\4\5")));
   FashionMnist data({.dir = dir.file(""), .subset = 4});
   ASSERT_EQ(data.size().value(), 4u);
   const auto example = data.get(3);
@@ -310,9 +314,11 @@ TEST(FashionMnistDataset, NormalizesAndChecksCounts) {
   EXPECT_CONTAINS(message_of<Error>([&] { FashionMnist({.dir = dir.file(""), .subset = 6}); }),
                   "holds only 5");
   write_file(dir.file("train-labels-idx1-ubyte"), idx_bytes(0x0801, {4}, std::string("\1\2\3\4")));
-  EXPECT_CONTAINS(message_of<Error>([&] { FashionMnist({.dir = dir.file("")}); }), "holds 5 images but");
-  EXPECT_CONTAINS(message_of<Error>([&] { FashionMnist({.dir = dir.file(""), .split = Split::test}); }),
-                  "apt-get install dataset-fashion-mnist");
+  EXPECT_CONTAINS(message_of<Error>([&] { FashionMnist({.dir = dir.file("")}); }),
+                  "holds 5 images but");
+  EXPECT_CONTAINS(
+      message_of<Error>([&] { FashionMnist({.dir = dir.file(""), .split = Split::test}); }),
+      "apt-get install dataset-fashion-mnist");
 }
 
 }  // namespace

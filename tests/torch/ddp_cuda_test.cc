@@ -33,9 +33,9 @@ constexpr bool kHasNccl = true;
 constexpr bool kHasNccl = false;
 #endif
 
-#define SKIP_WITHOUT_GPU()                                                                   \
-  do {                                                                                       \
-    if (!kHasNccl) GTEST_SKIP() << "lockstep was built without its nccl backend";            \
+#define SKIP_WITHOUT_GPU()                                                                    \
+  do {                                                                                        \
+    if (!kHasNccl) GTEST_SKIP() << "lockstep was built without its nccl backend";             \
     if (!::torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device: the GPU tests skip"; \
   } while (0)
 
@@ -55,8 +55,9 @@ double train_both(const DdpOptions& options, Step step, bool in_stream = false) 
   replica->to(kGpu);
   // The current stream is per thread: the reference trains on this one, DDP on spawn_groups'.
   auto enter_stream = [in_stream](std::optional<c10::StreamGuard>& guard) {
-    if (in_stream) guard.emplace(c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA)
-                                     .getStreamFromGlobalPool(kGpu, /*isHighPriority=*/false));
+    if (in_stream)
+      guard.emplace(c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA)
+                        .getStreamFromGlobalPool(kGpu, /*isHighPriority=*/false));
   };
   std::optional<c10::StreamGuard> guard;
   enter_stream(guard);
@@ -101,9 +102,7 @@ double train_both(const DdpOptions& options, Step step, bool in_stream = false) 
 }
 
 auto mlp_step(const Data& d) {
-  return [&d](auto& model, int t) {
-    mse(model(d.x[t].to(kGpu)), d.y[t].to(kGpu)).backward();
-  };
+  return [&d](auto& model, int t) { mse(model(d.x[t].to(kGpu)), d.y[t].to(kGpu)).backward(); };
 }
 
 TEST(DdpCuda, TrainsLikePlainTrainingOnTheGpu) {

@@ -162,27 +162,30 @@ void expect_equivalent(int world, const DdpOptions& options, RankStep rank_step,
   const size_t num_params = reference->parameters().size();
 
   std::vector<double> worst(world, 0.0);
-  spawn_groups(world, [&](ProcessGroup& pg) {
-    Net net;
-    if (pg.rank() == 0) load(*net, initial);
-    DistributedDataParallel ddp(net, share(pg), options);
-    auto opt = make_sgd(*net);
-    for (int t = 0; t < kSteps; ++t) {
-      opt.zero_grad();
-      rank_step(ddp, pg.rank(), t);
-      opt.step();
-    }
-    const std::vector<at::Tensor> got = snapshot(*net);
-    for (size_t i = 0; i < got.size(); ++i) {
-      bool is_param = i < num_params;
-      if (!is_param && (pg.rank() != 0 || !got[i].is_floating_point())) continue;
-      double diff = relative_diff(got[i], expected[i]);
-      worst[pg.rank()] = std::max(worst[pg.rank()], diff);
-      EXPECT_LE(diff, tolerance) << "rank " << pg.rank()
-                                 << (is_param ? " parameter #" : " buffer #") << i;
-    }
-    if (check) check(ddp, net, pg.rank());
-  }, backend);
+  spawn_groups(
+      world,
+      [&](ProcessGroup& pg) {
+        Net net;
+        if (pg.rank() == 0) load(*net, initial);
+        DistributedDataParallel ddp(net, share(pg), options);
+        auto opt = make_sgd(*net);
+        for (int t = 0; t < kSteps; ++t) {
+          opt.zero_grad();
+          rank_step(ddp, pg.rank(), t);
+          opt.step();
+        }
+        const std::vector<at::Tensor> got = snapshot(*net);
+        for (size_t i = 0; i < got.size(); ++i) {
+          bool is_param = i < num_params;
+          if (!is_param && (pg.rank() != 0 || !got[i].is_floating_point())) continue;
+          double diff = relative_diff(got[i], expected[i]);
+          worst[pg.rank()] = std::max(worst[pg.rank()], diff);
+          EXPECT_LE(diff, tolerance)
+              << "rank " << pg.rank() << (is_param ? " parameter #" : " buffer #") << i;
+        }
+        if (check) check(ddp, net, pg.rank());
+      },
+      backend);
   std::printf("[ddp equivalence] world %d: largest relative difference %.2g (tolerance %.0g)\n",
               world, *std::max_element(worst.begin(), worst.end()), tolerance);
 }

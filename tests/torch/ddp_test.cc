@@ -379,7 +379,6 @@ TEST(DdpCompression, HooksAverageTheSixteenBitRoundedGradientsExactly) {
   }
 }
 
-
 TEST(DdpErrors, MismatchedModelNamesTheFirstDifferingParameterWithEachRanksShape) {
   std::vector<std::string> errors(2);
   spawn_groups(2, [&](ProcessGroup& pg) {

@@ -90,8 +90,8 @@ Batches make_batches(std::vector<int> counts) {
 
 // One process: at step t, the mean-squared errors of the ranks with a batch t, summed and divided
 // by the group size (or by their number).
-std::vector<at::Tensor> reference(const Batches& b, const std::vector<at::Tensor>& initial, Opt kind,
-                                  bool divide_by_world) {
+std::vector<at::Tensor> reference(const Batches& b, const std::vector<at::Tensor>& initial,
+                                  Opt kind, bool divide_by_world) {
   CountingMlp net = make_net(initial);
   auto opt = make_optimizer(kind, net->parameters());
   const int world = static_cast<int>(b.counts.size());
@@ -265,8 +265,8 @@ TEST(JoinErrors, ARankThatNeitherTrainsNorJoinsIsNamedAtTheDeadline) {
           join.join();
         } catch (const Error& e) {
           errors[rank] = e.what();
-          seconds[rank] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                              .count();
+          seconds[rank] =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         }
       },
       "shm", kTimeout);

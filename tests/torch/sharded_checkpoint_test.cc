@@ -25,8 +25,8 @@
 #include "lockstep/torch/ddp.h"
 #include "support/messages.h"
 #include "support/spawn.h"
-#include "torch/module_state.h"
 #include "support/temp_dir.h"
+#include "torch/module_state.h"
 
 namespace lockstep::torch {
 namespace {

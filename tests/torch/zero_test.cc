@@ -67,8 +67,7 @@ TEST(ZeroPartition, BalancesBySizeLargestFirstAndAgreesOnEveryRank) {
     EXPECT_EQ(opt.shard(1), (std::vector<size_t>{2, 3, 4}));
     EXPECT_EQ(opt.owner(1), 0);
     EXPECT_EQ(opt.owner(4), 1);
-    EXPECT_EQ(opt.local_optimizer().param_groups()[0].params().size(),
-              opt.shard(pg.rank()).size());
+    EXPECT_EQ(opt.local_optimizer().param_groups()[0].params().size(), opt.shard(pg.rank()).size());
     EXPECT_THROW(opt.owner(5), InvalidArgument);
   });
 }

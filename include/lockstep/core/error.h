@@ -87,19 +87,19 @@ std::string concat(const Args&... args) {
 
 // LOCKSTEP_ENFORCE(cond, ErrorType, message parts...): throws ErrorType with the message parts
 // streamed together, when cond is false. Use for checks that a user can trigger.
-#define LOCKSTEP_ENFORCE(cond, ErrorType, ...)                  \
-  do {                                                          \
+#define LOCKSTEP_ENFORCE(cond, ErrorType, ...)                             \
+  do {                                                                     \
     if (!(cond)) throw ErrorType(::lockstep::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 // LOCKSTEP_CHECK_EQ(a, b, ErrorType, context...): throws ErrorType naming both operand values,
 // the file and the line, when a != b.
-#define LOCKSTEP_CHECK_EQ(a, b, ErrorType, ...)                                              \
-  do {                                                                                       \
-    const auto& lockstep_a_ = (a);                                                           \
-    const auto& lockstep_b_ = (b);                                                           \
-    if (!(lockstep_a_ == lockstep_b_))                                                       \
-      throw ErrorType(::lockstep::detail::concat(__VA_ARGS__, " (" #a " = ", lockstep_a_,   \
-                                                 ", " #b " = ", lockstep_b_, ", at ",       \
-                                                 __FILE__, ":", __LINE__, ")"));             \
+#define LOCKSTEP_CHECK_EQ(a, b, ErrorType, ...)                                                 \
+  do {                                                                                          \
+    const auto& lockstep_a_ = (a);                                                              \
+    const auto& lockstep_b_ = (b);                                                              \
+    if (!(lockstep_a_ == lockstep_b_))                                                          \
+      throw ErrorType(::lockstep::detail::concat(__VA_ARGS__, " (" #a " = ", lockstep_a_,       \
+                                                 ", " #b " = ", lockstep_b_, ", at ", __FILE__, \
+                                                 ":", __LINE__, ")"));                          \
   } while (0)

@@ -12,8 +12,8 @@ namespace lockstep {
 // band, bor and bxor are for integer dtypes only.
 enum class ReduceOp : uint8_t { sum, avg, prod, min, max, band, bor, bxor };
 
-inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::sum, ReduceOp::avg,  ReduceOp::prod,
-                                             ReduceOp::min, ReduceOp::max,  ReduceOp::band,
+inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod,
+                                             ReduceOp::min, ReduceOp::max, ReduceOp::band,
                                              ReduceOp::bor, ReduceOp::bxor};
 
 std::string_view reduce_op_name(ReduceOp op);

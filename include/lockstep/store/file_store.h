@@ -11,8 +11,8 @@
 namespace lockstep {
 
 struct FileStoreOptions {
-  std::string path;        // the shared file; created if missing
-  int world_size = -1;     // number of users that will open it; -1: never remove the file
+  std::string path;     // the shared file; created if missing
+  int world_size = -1;  // number of users that will open it; -1: never remove the file
   std::chrono::milliseconds timeout{300'000};
 };
 

@@ -47,15 +47,18 @@ class Store {
   // Number of keys in the store (for a PrefixStore: in the whole underlying store).
   virtual int64_t num_keys() = 0;
   // get() of several keys, waiting up to timeout for all of them. Values in key order.
-  virtual std::vector<std::string> multi_get(const std::vector<std::string>& keys,
-                                             std::chrono::milliseconds timeout = kDefaultTimeout) = 0;
+  virtual std::vector<std::string> multi_get(
+      const std::vector<std::string>& keys,
+      std::chrono::milliseconds timeout = kDefaultTimeout) = 0;
   // set() of several keys, atomically with respect to other callers. Sizes must match
   // (InvalidArgument otherwise).
   virtual void multi_set(const std::vector<std::string>& keys,
                          const std::vector<std::string>& values) = 0;
 
   // The default timeout of blocking calls.
-  std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_.load()); }
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds(timeout_ms_.load());
+  }
   void set_timeout(std::chrono::milliseconds t) { timeout_ms_.store(t.count()); }
 
  protected:

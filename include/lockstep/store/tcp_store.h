@@ -3,12 +3,13 @@
 // Protocol: a client opens with a magic number and a protocol version; the server drops any
 // connection whose first bytes are not that handshake (a port scanner, a stray HTTP client)
 // without disturbing others. With a job secret (the usual case under `lockstep run`), client and
-// server then prove to each other that they know it before any key is read or written. Every request and reply is length-prefixed, and lengths are bounded
-// (kMaxKeyBytes, kMaxValueBytes), so a malformed message cannot make the server allocate
-// gigabytes: the offending connection is dropped instead. A connection that does not finish its
-// handshake in time, or sends a request (or takes a reply) too slowly, is dropped too, and one
-// short of file descriptors makes room by dropping unauthenticated connections, so thousands of
-// idle or crawling clients cannot stop the job's rendezvous (docs/security.md).
+// server then prove to each other that they know it before any key is read or written. Every
+// request and reply is length-prefixed, and lengths are bounded (kMaxKeyBytes, kMaxValueBytes), so
+// a malformed message cannot make the server allocate gigabytes: the offending connection is
+// dropped instead. A connection that does not finish its handshake in time, or sends a request (or
+// takes a reply) too slowly, is dropped too, and one short of file descriptors makes room by
+// dropping unauthenticated connections, so thousands of idle or crawling clients cannot stop the
+// job's rendezvous (docs/security.md).
 #pragma once
 
 #include <cstdint>
@@ -26,7 +27,7 @@ std::string job_secret_from_environment();
 
 struct TcpStoreServerOptions {
   std::string bind_host = "0.0.0.0";  // "0.0.0.0" (all interfaces), "127.0.0.1", or "::"
-  uint16_t port = 0;                   // 0: the kernel picks a free port (see port())
+  uint16_t port = 0;                  // 0: the kernel picks a free port (see port())
   // Clients must prove they know this secret (HMAC-SHA256 challenge-response; it never crosses
   // the wire). "": no authentication, and anyone who reaches the port can read and write keys.
   std::string secret = job_secret_from_environment();

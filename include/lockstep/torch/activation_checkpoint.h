@@ -2,7 +2,8 @@
 // intermediate activations; backward runs the block's forward again to get them (reentrant, as
 // torch.utils.checkpoint with use_reentrant=True).
 //
-//   at::Tensor h = lockstep::torch::checkpoint([&](const at::Tensor& x) { return block->forward(x); },
+//   at::Tensor h = lockstep::torch::checkpoint([&](const at::Tensor& x) { return block->forward(x);
+//   },
 //                                              input);
 //
 // Forward runs `fn` without recording a graph and keeps only `input`. When the backward pass

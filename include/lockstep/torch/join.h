@@ -66,7 +66,7 @@ struct JoinOptions {
 // One iteration as the Join's all_reduce saw it.
 struct JoinIteration {
   int world_size = 0;
-  int training_ranks = 0;     // ranks not yet joined
+  int training_ranks = 0;  // ranks not yet joined
   int first_training_rank = -1;
   // Factor for the averaged gradients (see [Averaging]): 1, or world_size / training_ranks.
   double gradient_scale = 1.0;

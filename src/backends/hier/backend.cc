@@ -35,7 +35,9 @@ GroupConfig host_group_config(const GroupConfig& config, const std::vector<int>&
 class HierBackend final : public BackendBase {
  public:
   HierBackend(const GroupConfig& config, const HostMap& hosts)
-      : BackendBase("hier", config), mesh_(config, host()), host_ranks_(hosts.ranks_with(config.rank)) {
+      : BackendBase("hier", config),
+        mesh_(config, host()),
+        host_ranks_(hosts.ranks_with(config.rank)) {
     if (host_ranks_.size() > 1) {
       GroupConfig host = host_group_config(config, host_ranks_);
       host_rank_ = host.rank;

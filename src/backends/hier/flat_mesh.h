@@ -16,7 +16,8 @@ namespace lockstep::hier {
 class FlatMesh {
  public:
   // Connects to every member (collective over the group, within config.timeout); the same
-  // store keys and errors as the tcp backend. `host` is this rank's host as peers' messages show it.
+  // store keys and errors as the tcp backend. `host` is this rank's host as peers' messages show
+  // it.
   FlatMesh(const GroupConfig& config, const std::string& host);
 
   // Runs op over every rank with run_collective. Throws what the transport throws.

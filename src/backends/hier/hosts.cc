@@ -6,8 +6,8 @@
 #include <string_view>
 
 #include "lockstep/core/error.h"
-#include "net/socket.h"
 #include "lockstep/core/settings.h"
+#include "net/socket.h"
 
 namespace lockstep::hier {
 

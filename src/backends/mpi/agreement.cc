@@ -16,9 +16,8 @@ namespace {
 enum Field { kKind, kVariable, kSeq, kDType, kReduceOp, kRoot, kBytes, kChecksum, kFields };
 static_assert(kFields == kDescriptorFields);
 
-constexpr const char* kFieldNames[kFields] = {"op",         "op",   "sequence number",
-                                              "dtype",      "reduce op", "root",
-                                              "byte count", "counts array"};
+constexpr const char* kFieldNames[kFields] = {
+    "op", "op", "sequence number", "dtype", "reduce op", "root", "byte count", "counts array"};
 
 bool reduces(OpKind k) {
   return k == OpKind::all_reduce || k == OpKind::reduce || k == OpKind::reduce_scatter;
@@ -35,12 +34,9 @@ Descriptor describe(const Op& op) {
   if (op.kind == OpKind::all_to_all && !op.variable && !op.counts.empty())
     bytes = op.counts[0] * element_size(op.dtype);
   const bool typed = op.kind != OpKind::barrier;
-  return {static_cast<int64_t>(op.kind),
-          op.variable,
-          static_cast<int64_t>(op.seq),
+  return {static_cast<int64_t>(op.kind), op.variable, static_cast<int64_t>(op.seq),
           typed ? static_cast<int64_t>(op.dtype) : 0,
-          reduces(op.kind) ? static_cast<int64_t>(op.reduce_op) : 0,
-          rooted(op.kind) ? op.root : 0,
+          reduces(op.kind) ? static_cast<int64_t>(op.reduce_op) : 0, rooted(op.kind) ? op.root : 0,
           static_cast<int64_t>(bytes),
           // all_to_all_v's counts differ by rank by design: check_pairs checks them.
           op.kind == OpKind::all_to_all ? 0 : op.counts_checksum()};
@@ -71,7 +67,8 @@ void allgather(const int64_t* mine, int count, int64_t* all, MPI_Comm comm, cons
   throw MismatchError(detail::concat(
       "mpi backend: ranks disagree about a collective: ", detail_text,
       ". Every rank must call the same collectives in the same order, with the same counts, "
-      "dtype, root and reduce op (rank ", c.rank, " of group '", c.group, "' detected it)"));
+      "dtype, root and reduce op (rank ",
+      c.rank, " of group '", c.group, "' detected it)"));
 }
 
 // all_to_all_v: rank i's send_counts[j] must equal rank j's recv_counts[i], for every pair.
@@ -88,10 +85,10 @@ void check_pairs(const Op& op, MPI_Comm comm, int size, const WaitContext& c) {
     for (size_t j = 0; j < n; ++j) {
       const int64_t sent = all[i * 2 * n + j], expected = all[j * 2 * n + n + i];
       if (sent != expected)
-        throw_mismatch(detail::concat("in ", op.name(), " rank ", i, " sends ", sent,
-                                      " elements to rank ", j, ", but rank ", j, " expects ",
-                                      expected, " (its recv_counts[", i, "])"),
-                       c);
+        throw_mismatch(
+            detail::concat("in ", op.name(), " rank ", i, " sends ", sent, " elements to rank ", j,
+                           ", but rank ", j, " expects ", expected, " (its recv_counts[", i, "])"),
+            c);
     }
 }
 
@@ -103,10 +100,10 @@ void check_descriptors(const Op& op, std::span<const Descriptor> all, const Wait
     const Descriptor& theirs = all[r];
     for (int f = 0; f < kFields; ++f)
       if (theirs[f] != mine[f])
-        throw_mismatch(detail::concat("rank ", c.rank, " called ", text_of(mine), " but rank ", r,
-                                      " called ", text_of(theirs), " (the ", kFieldNames[f],
-                                      " differs)"),
-                       c);
+        throw_mismatch(
+            detail::concat("rank ", c.rank, " called ", text_of(mine), " but rank ", r, " called ",
+                           text_of(theirs), " (the ", kFieldNames[f], " differs)"),
+            c);
   }
 }
 

@@ -3,9 +3,10 @@
 // data moves, every collective exchanges a small descriptor of the call (kind, sequence number,
 // dtype, reduce op, root, agreed bytes, checksum of the counts), and every rank compares them all:
 // in groups of up to kDirectRanks ranks as the head of each rank's block (block_exchange.h),
-// which may carry a small op's data too; in larger groups with MPI_Iallgather. all_to_all_v also exchanges every rank's send and receive counts, so
-// that each pair's agreement is checked. A disagreement is a MismatchError on every rank, naming
-// this rank's call and the first differing rank's call, before any data is read.
+// which may carry a small op's data too; in larger groups with MPI_Iallgather. all_to_all_v also
+// exchanges every rank's send and receive counts, so that each pair's agreement is checked. A
+// disagreement is a MismatchError on every rank, naming this rank's call and the first differing
+// rank's call, before any data is read.
 #pragma once
 
 #include <array>

@@ -28,8 +28,8 @@ class MpiBackend final : public BackendBase {
         comm_(config),
         oversubscribed_(detail::oversubscribed(config.local_world_size)) {
     if (size() > 1 && size() <= kDirectRanks)
-      blocks_ = std::make_unique<BlockExchange>(comm_.get(), rank(), size(),
-                                                piggyback_capacity(size()));
+      blocks_ =
+          std::make_unique<BlockExchange>(comm_.get(), rank(), size(), piggyback_capacity(size()));
   }
 
   void check(const Op& op) const override { check_counts(op); }
@@ -42,9 +42,7 @@ class MpiBackend final : public BackendBase {
                               .store = config().store.get(),
                               .bytes = payload_bytes(op),
                               .oversubscribed = oversubscribed_};
-    guarded(op, [&] {
-      run_collective(op, context);
-    });
+    guarded(op, [&] { run_collective(op, context); });
   }
 
   // Like tcp: small ops skip the hand-off to the progress thread.
@@ -76,7 +74,7 @@ class MpiBackend final : public BackendBase {
   }
 
   Communicator comm_;
-  bool oversubscribed_;  // [Waiting] in wait.h
+  bool oversubscribed_;                    // [Waiting] in wait.h
   std::unique_ptr<BlockExchange> blocks_;  // groups of 2 to kDirectRanks ranks
   Scratch scratch_;
 };

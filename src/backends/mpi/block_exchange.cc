@@ -15,7 +15,9 @@ namespace {
 constexpr int kTag = 0;
 constexpr size_t kDescriptorOffset = 8;
 
-size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+size_t round_up(size_t n, size_t to) {
+  return (n + to - 1) / to * to;
+}
 
 }  // namespace
 
@@ -36,11 +38,14 @@ BlockExchange::BlockExchange(MPI_Comm comm, int rank, int size, size_t capacity)
   if (code != MPI_SUCCESS)
     throw NetworkError(detail::concat("mpi backend: rank ", rank,
                                       " could not duplicate the group's communicator for its "
-                                      "agreement blocks (MPI_Comm_dup): ", error_text(code)));
+                                      "agreement blocks (MPI_Comm_dup): ",
+                                      error_text(code)));
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
 }
 
-BlockExchange::~BlockExchange() { free_communicator(comm_); }
+BlockExchange::~BlockExchange() {
+  free_communicator(comm_);
+}
 
 uint64_t BlockExchange::block_bytes(int r) const {
   uint64_t n;
@@ -81,18 +86,19 @@ bool BlockExchange::progress(const WaitContext& c) {
     const bool valid = total >= kBlockHeaderBytes && total <= slot_bytes_ &&
                        (!first || got == std::min<uint64_t>(kPieceBytes, total));
     if (!valid)
-      throw NetworkError(detail::concat(
-          "mpi backend: ", c.what_text(), " on rank ", c.rank, ": rank ", r,
-          " sent an agreement block that breaks the format (length ", total, ", first piece ",
-          count, " bytes, at most ", slot_bytes_, " expected); is every rank running the same "
-          "lockstep?"));
+      throw NetworkError(
+          detail::concat("mpi backend: ", c.what_text(), " on rank ", c.rank, ": rank ", r,
+                         " sent an agreement block that breaks the format (length ", total,
+                         ", first piece ", count, " bytes, at most ", slot_bytes_,
+                         " expected); is every rank running the same "
+                         "lockstep?"));
     if (!post_next_piece(r, c)) --recvs_left_;
   }
   if (recvs_left_ > 0) return false;
   int done = 0;
-  check_call(MPI_Testall(static_cast<int>(sends_.size()), sends_.data(), &done,
-                         MPI_STATUSES_IGNORE),
-             c, "MPI_Testall (agreement block sends)");
+  check_call(
+      MPI_Testall(static_cast<int>(sends_.size()), sends_.data(), &done, MPI_STATUSES_IGNORE), c,
+      "MPI_Testall (agreement block sends)");
   return done != 0;
 }
 
@@ -118,9 +124,10 @@ void BlockExchange::run(const Op& op, size_t payload_bytes, const WaitContext& c
       if (r == rank_) continue;
       for (uint64_t at = 0; at < total; at += kPieceBytes) {
         sends_.push_back(MPI_REQUEST_NULL);
-        check_call(MPI_Isend(mine + at, static_cast<int>(std::min<uint64_t>(kPieceBytes, total - at)),
-                             MPI_BYTE, r, kTag, comm_, &sends_.back()),
-                   c, "MPI_Isend (agreement block)");
+        check_call(
+            MPI_Isend(mine + at, static_cast<int>(std::min<uint64_t>(kPieceBytes, total - at)),
+                      MPI_BYTE, r, kTag, comm_, &sends_.back()),
+            c, "MPI_Isend (agreement block)");
       }
     }
     wait_until([&] { return progress(c); }, c);

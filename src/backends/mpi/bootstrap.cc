@@ -22,7 +22,8 @@ void check_matches_mpi(const JobPlace& rv) {
   LOCKSTEP_ENFORCE(rv.rank == rank && rv.world_size == size, ConfigError,
                    "init_process_group: rank ", rv.rank, " of ", rv.world_size, " (from ",
                    rv.source, ") is not this process's place in MPI_COMM_WORLD (rank ", rank,
-                   " of ", size, "). Without MASTER_ADDR the store is found through MPI, which "
+                   " of ", size,
+                   "). Without MASTER_ADDR the store is found through MPI, which "
                    "needs every rank started by one mpirun");
 }
 
@@ -34,11 +35,11 @@ std::shared_ptr<Store> open_bootstrap_store(const JobPlace& rv, milliseconds tim
   std::shared_ptr<TcpStore> store;
   std::array<char, kAddressBytes> address{};
   if (rv.rank == 0) {
-    store = std::make_shared<TcpStore>(TcpStoreOptions{
-        .host = "127.0.0.1",
-        .port = static_cast<uint16_t>(rv.master_port > 0 ? rv.master_port : 0),
-        .is_server = true,
-        .timeout = timeout});
+    store = std::make_shared<TcpStore>(
+        TcpStoreOptions{.host = "127.0.0.1",
+                        .port = static_cast<uint16_t>(rv.master_port > 0 ? rv.master_port : 0),
+                        .is_server = true,
+                        .timeout = timeout});
     const bool one_host = rv.local_world_size == rv.world_size;
     std::string text = (one_host ? std::string("127.0.0.1") : net::hostname()) + " " +
                        std::to_string(store->port());

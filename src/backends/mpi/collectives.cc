@@ -29,7 +29,9 @@ Layout layout_of(const std::vector<size_t>& counts, const Op& op) {
   return l;
 }
 
-const std::byte* bytes(const void* p) { return static_cast<const std::byte*>(p); }
+const std::byte* bytes(const void* p) {
+  return static_cast<const std::byte*>(p);
+}
 
 // The input, or a scratch copy of it when it overlaps the output (MPI forbids aliasing).
 const void* unaliased(const void* in, size_t in_bytes, const void* out, size_t out_bytes,
@@ -50,12 +52,17 @@ size_t sum(const std::vector<size_t>& v) {
 class Starter {
  public:
   Starter(const Op& op, MPI_Comm comm, int rank, Scratch& scratch)
-      : op_(op), comm_(comm), rank_(rank), scratch_(scratch),
-        es_(element_size(op.dtype)), type_(datatype_of(op.dtype)) {}
+      : op_(op),
+        comm_(comm),
+        rank_(rank),
+        scratch_(scratch),
+        es_(element_size(op.dtype)),
+        type_(datatype_of(op.dtype)) {}
 
   Started start() {
     switch (op_.kind) {
-      case OpKind::barrier: return call(MPI_Ibarrier(comm_, &request_), "MPI_Ibarrier");
+      case OpKind::barrier:
+        return call(MPI_Ibarrier(comm_, &request_), "MPI_Ibarrier");
       case OpKind::broadcast:
         return call(MPI_Ibcast(op_.output, count(), type_, op_.root, comm_, &request_),
                     "MPI_Ibcast");
@@ -69,12 +76,18 @@ class Starter {
                                 reduce_op(), op_.root, comm_, &request_),
                     "MPI_Ireduce");
       }
-      case OpKind::all_gather: return all_gather();
-      case OpKind::gather: return gather();
-      case OpKind::scatter: return scatter();
-      case OpKind::reduce_scatter: return reduce_scatter();
-      case OpKind::all_to_all: return all_to_all();
-      default: break;
+      case OpKind::all_gather:
+        return all_gather();
+      case OpKind::gather:
+        return gather();
+      case OpKind::scatter:
+        return scatter();
+      case OpKind::reduce_scatter:
+        return reduce_scatter();
+      case OpKind::all_to_all:
+        return all_to_all();
+      default:
+        break;
     }
     throw InvalidArgument(detail::concat("mpi backend: ", op_.name(), " is not a collective"));
   }
@@ -99,9 +112,9 @@ class Starter {
     else
       in = unaliased(in, mine() * es_, op_.output, total * es_, scratch_);
     if (!op_.variable)
-      return call(MPI_Iallgather(in, l.counts[0], type_, op_.output, l.counts[0], type_, comm_,
-                                 &request_),
-                  "MPI_Iallgather");
+      return call(
+          MPI_Iallgather(in, l.counts[0], type_, op_.output, l.counts[0], type_, comm_, &request_),
+          "MPI_Iallgather");
     return call(MPI_Iallgatherv(in, l.counts[static_cast<size_t>(rank_)], type_, op_.output,
                                 l.counts.data(), l.displs.data(), type_, comm_, &request_),
                 "MPI_Iallgatherv");
@@ -136,25 +149,26 @@ class Starter {
         in = unaliased(in, sum(op_.counts) * es_, out, mine() * es_, scratch_);
     }
     if (!op_.variable)
-      return call(MPI_Iscatter(in, l.counts[0], type_, out, l.counts[0], type_, op_.root, comm_,
-                               &request_),
-                  "MPI_Iscatter");
-    return call(MPI_Iscatterv(in, l.counts.data(), l.displs.data(), type_, out,
-                              l.counts[static_cast<size_t>(rank_)], type_, op_.root, comm_,
-                              &request_),
-                "MPI_Iscatterv");
+      return call(
+          MPI_Iscatter(in, l.counts[0], type_, out, l.counts[0], type_, op_.root, comm_, &request_),
+          "MPI_Iscatter");
+    return call(
+        MPI_Iscatterv(in, l.counts.data(), l.displs.data(), type_, out,
+                      l.counts[static_cast<size_t>(rank_)], type_, op_.root, comm_, &request_),
+        "MPI_Iscatterv");
   }
 
   Started reduce_scatter() {
     Layout l = layout_of(op_.counts, op_);
-    const void* in = unaliased(op_.input, sum(op_.counts) * es_, op_.output, mine() * es_, scratch_);
+    const void* in =
+        unaliased(op_.input, sum(op_.counts) * es_, op_.output, mine() * es_, scratch_);
     if (!op_.variable)
       return call(MPI_Ireduce_scatter_block(in, op_.output, l.counts[0], type_, reduce_op(), comm_,
                                             &request_),
                   "MPI_Ireduce_scatter_block");
-    return call(MPI_Ireduce_scatter(in, op_.output, l.counts.data(), type_, reduce_op(), comm_,
-                                    &request_),
-                "MPI_Ireduce_scatter");
+    return call(
+        MPI_Ireduce_scatter(in, op_.output, l.counts.data(), type_, reduce_op(), comm_, &request_),
+        "MPI_Ireduce_scatter");
   }
 
   Started all_to_all() {
@@ -162,8 +176,8 @@ class Starter {
     const void* in = unaliased(op_.input, sum(op_.counts) * es_, op_.output,
                                sum(op_.recv_counts) * es_, scratch_);
     if (!op_.variable)
-      return call(MPI_Ialltoall(in, send.counts[0], type_, op_.output, recv.counts[0], type_,
-                                comm_, &request_),
+      return call(MPI_Ialltoall(in, send.counts[0], type_, op_.output, recv.counts[0], type_, comm_,
+                                &request_),
                   "MPI_Ialltoall");
     return call(MPI_Ialltoallv(in, send.counts.data(), send.displs.data(), type_, op_.output,
                                recv.counts.data(), recv.displs.data(), type_, comm_, &request_),
@@ -182,8 +196,8 @@ class Starter {
 }  // namespace
 
 int mpi_count(size_t count, const Op& op, const char* what) {
-  LOCKSTEP_ENFORCE(count <= static_cast<size_t>(INT_MAX), InvalidArgument, "mpi backend: ",
-                   op.describe(), ": ", what, " of ", count,
+  LOCKSTEP_ENFORCE(count <= static_cast<size_t>(INT_MAX), InvalidArgument,
+                   "mpi backend: ", op.describe(), ": ", what, " of ", count,
                    " elements is above what MPI's int counts allow (", INT_MAX,
                    "); split the call, or use the shm or tcp backend");
   return static_cast<int>(count);
@@ -201,14 +215,17 @@ Started start_collective(const Op& op, MPI_Comm comm, int rank, Scratch& scratch
 void finish_collective(const Op& op, int rank, int size) {
   if (op.reduce_op != ReduceOp::avg) return;
   switch (op.kind) {
-    case OpKind::all_reduce: finish_average(op.output, op.count, op.dtype, size); break;
+    case OpKind::all_reduce:
+      finish_average(op.output, op.count, op.dtype, size);
+      break;
     case OpKind::reduce:
       if (rank == op.root) finish_average(op.output, op.count, op.dtype, size);
       break;
     case OpKind::reduce_scatter:
       finish_average(op.output, op.counts[static_cast<size_t>(rank)], op.dtype, size);
       break;
-    default: break;
+    default:
+      break;
   }
 }
 

@@ -24,9 +24,8 @@ void check_world_ranks(const GroupConfig& config) {
                    config.rank, " is global rank ", global, ", but this process is rank ", me,
                    " of MPI_COMM_WORLD (size ", world, "). ", hint);
   for (int g : config.global_ranks)
-    LOCKSTEP_ENFORCE(g < world, ConfigError, "mpi backend, group '", config.name,
-                     "': global rank ", g, " is not below the size of MPI_COMM_WORLD (", world,
-                     "). ", hint);
+    LOCKSTEP_ENFORCE(g < world, ConfigError, "mpi backend, group '", config.name, "': global rank ",
+                     g, " is not below the size of MPI_COMM_WORLD (", world, "). ", hint);
 }
 
 // Waits until every member has registered in the store, so that MPI_Comm_create_group (which
@@ -70,10 +69,13 @@ Communicator::Communicator(const GroupConfig& config) {
   if (code != MPI_SUCCESS)
     throw NetworkError(detail::concat("mpi backend, group '", config.name, "': rank ", config.rank,
                                       " could not create the group's communicator "
-                                      "(MPI_Comm_create_group): ", error_text(code)));
+                                      "(MPI_Comm_create_group): ",
+                                      error_text(code)));
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
 }
 
-Communicator::~Communicator() { free_communicator(comm_); }
+Communicator::~Communicator() {
+  free_communicator(comm_);
+}
 
 }  // namespace lockstep::mpi

@@ -5,7 +5,6 @@
 
 #include <string>
 
-
 namespace lockstep::mpi {
 
 // Throws when code is not MPI_SUCCESS: MismatchError for MPI_ERR_TRUNCATE (a peer sent more than

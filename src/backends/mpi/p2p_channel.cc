@@ -288,8 +288,8 @@ class MpiChannel final : public p2p::Channel {
       int flag = 0;
       int code = MPI_Test(&sends.front().request, &flag, MPI_STATUS_IGNORE);
       if (code != MPI_SUCCESS) {
-        peers_[peer].broken = "sending to rank " + std::to_string(peer) +
-                              " failed in MPI: " + mpi::error_text(code);
+        peers_[peer].broken =
+            "sending to rank " + std::to_string(peer) + " failed in MPI: " + mpi::error_text(code);
         sends.pop_front();
         continue;
       }

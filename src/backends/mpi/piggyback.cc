@@ -27,8 +27,8 @@ size_t offset_of(const std::vector<size_t>& counts, int rank) {
 
 // dst = the blocks' elements [first, first + count) reduced in rank order, as the op's
 // ReductionPlan says.
-void reduce_blocks(const Op& op, const BlockExchange& blocks, int size, size_t first,
-                   size_t count, void* dst, Scratch& scratch) {
+void reduce_blocks(const Op& op, const BlockExchange& blocks, int size, size_t first, size_t count,
+                   void* dst, Scratch& scratch) {
   const size_t es = element_size(op.dtype);
   const auto at = [&](int r) { return blocks.payload(r) + first * es; };
   if (count == 0) return;
@@ -66,21 +66,27 @@ bool piggybacks(const Op& op, int size) {
   const size_t es = element_size(op.dtype);
   size_t largest = 0;
   switch (op.kind) {
-    case OpKind::barrier: break;
+    case OpKind::barrier:
+      break;
     case OpKind::all_reduce:
     case OpKind::reduce:
-    case OpKind::broadcast: largest = op.count * es; break;
+    case OpKind::broadcast:
+      largest = op.count * es;
+      break;
     case OpKind::all_gather:
     case OpKind::gather:
       largest = op.counts.empty() ? 0 : *std::max_element(op.counts.begin(), op.counts.end()) * es;
       break;
     case OpKind::scatter:
-    case OpKind::reduce_scatter: largest = total(op.counts) * es; break;
+    case OpKind::reduce_scatter:
+      largest = total(op.counts) * es;
+      break;
     case OpKind::all_to_all:
       if (op.variable) return false;
       largest = total(op.counts) * es;
       break;
-    default: return false;
+    default:
+      return false;
   }
   return size >= 2 && largest <= piggyback_capacity(size);
 }
@@ -91,17 +97,26 @@ size_t write_contribution(const Op& op, int rank, std::byte* to) {
   const void* from = op.input;
   switch (op.kind) {
     case OpKind::all_reduce:
-    case OpKind::reduce: bytes = op.count * es; break;
+    case OpKind::reduce:
+      bytes = op.count * es;
+      break;
     case OpKind::broadcast:
       from = op.output;  // the root's data is in its output, as MPI_Bcast takes it
       bytes = rank == op.root ? op.count * es : 0;
       break;
     case OpKind::all_gather:
-    case OpKind::gather: bytes = op.counts[static_cast<size_t>(rank)] * es; break;
-    case OpKind::scatter: bytes = rank == op.root ? total(op.counts) * es : 0; break;
+    case OpKind::gather:
+      bytes = op.counts[static_cast<size_t>(rank)] * es;
+      break;
+    case OpKind::scatter:
+      bytes = rank == op.root ? total(op.counts) * es : 0;
+      break;
     case OpKind::reduce_scatter:
-    case OpKind::all_to_all: bytes = total(op.counts) * es; break;
-    default: break;
+    case OpKind::all_to_all:
+      bytes = total(op.counts) * es;
+      break;
+    default:
+      break;
   }
   copy(to, static_cast<const std::byte*>(from), bytes);
   return bytes;
@@ -113,8 +128,11 @@ void finish_from_blocks(const Op& op, const BlockExchange& blocks, int rank, int
   auto* out = static_cast<std::byte*>(op.output);
   const size_t me = static_cast<size_t>(rank);
   switch (op.kind) {
-    case OpKind::barrier: return;
-    case OpKind::all_reduce: reduce_blocks(op, blocks, size, 0, op.count, out, scratch); return;
+    case OpKind::barrier:
+      return;
+    case OpKind::all_reduce:
+      reduce_blocks(op, blocks, size, 0, op.count, out, scratch);
+      return;
     case OpKind::reduce:
       if (rank == op.root) reduce_blocks(op, blocks, size, 0, op.count, out, scratch);
       return;
@@ -137,11 +155,12 @@ void finish_from_blocks(const Op& op, const BlockExchange& blocks, int rank, int
     case OpKind::all_to_all: {
       // Fixed all_to_all: every rank sends counts[0] elements to each rank.
       const size_t slice = op.counts[0] * es;
-      for (int r = 0; r < size; ++r) copy(out + static_cast<size_t>(r) * slice,
-                                          blocks.payload(r) + me * slice, slice);
+      for (int r = 0; r < size; ++r)
+        copy(out + static_cast<size_t>(r) * slice, blocks.payload(r) + me * slice, slice);
       return;
     }
-    default: break;
+    default:
+      break;
   }
   throw InvalidArgument(detail::concat("mpi backend: ", op.name(), " cannot travel in blocks"));
 }

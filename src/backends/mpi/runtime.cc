@@ -31,10 +31,14 @@ Runtime& runtime() {
 
 const char* thread_level_name(int level) {
   switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    default: return "MPI_THREAD_MULTIPLE";
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    default:
+      return "MPI_THREAD_MULTIPLE";
   }
 }
 
@@ -64,7 +68,8 @@ void finalize_at_exit() {
     left.swap(runtime().leftovers);
   }
   if (size_t n = settle_leftovers(left); n > 0) {
-    log_warning("mpi backend: ", n, " operation(s) that failed or timed out are still pending in "
+    log_warning("mpi backend: ", n,
+                " operation(s) that failed or timed out are still pending in "
                 "MPI; exiting without MPI_Finalize so that mpirun ends the job");
     return;
   }
@@ -93,7 +98,8 @@ void initialize(Runtime& rt) {
   if (provided < MPI_THREAD_MULTIPLE)
     rt.init_error = detail::concat(
         "the mpi backend needs MPI_THREAD_MULTIPLE (each group runs its ops on its own thread), "
-        "but MPI provides ", thread_level_name(provided),
+        "but MPI provides ",
+        thread_level_name(provided),
         initialized ? ". Initialise MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...), or "
                       "leave the initialisation to lockstep"
                     : ". Use an MPI library built with thread support (Debian's Open MPI is)");
@@ -138,7 +144,8 @@ std::string error_text(int code) {
   int length = 0;
   int error_class = code;
   MPI_Error_class(code, &error_class);
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(code);
   return detail::concat(std::string(text, static_cast<size_t>(length)), " (MPI error class ",
                         error_class, ")");
 }

@@ -18,10 +18,14 @@ void reduce_16bit(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
 template <DType T>
 MPI_User_function* user_function(ReduceOp op) {
   switch (op) {
-    case ReduceOp::prod: return &reduce_16bit<T, ReduceOp::prod>;
-    case ReduceOp::min: return &reduce_16bit<T, ReduceOp::min>;
-    case ReduceOp::max: return &reduce_16bit<T, ReduceOp::max>;
-    default: return &reduce_16bit<T, ReduceOp::sum>;
+    case ReduceOp::prod:
+      return &reduce_16bit<T, ReduceOp::prod>;
+    case ReduceOp::min:
+      return &reduce_16bit<T, ReduceOp::min>;
+    case ReduceOp::max:
+      return &reduce_16bit<T, ReduceOp::max>;
+    default:
+      return &reduce_16bit<T, ReduceOp::sum>;
   }
 }
 
@@ -45,10 +49,14 @@ const UserOps& user_ops() {
 
 size_t index_16bit(ReduceOp op) {
   switch (op) {
-    case ReduceOp::prod: return 1;
-    case ReduceOp::min: return 2;
-    case ReduceOp::max: return 3;
-    default: return 0;  // sum, avg
+    case ReduceOp::prod:
+      return 1;
+    case ReduceOp::min:
+      return 2;
+    case ReduceOp::max:
+      return 3;
+    default:
+      return 0;  // sum, avg
   }
 }
 
@@ -56,15 +64,22 @@ size_t index_16bit(ReduceOp op) {
 
 MPI_Datatype datatype_of(DType t) {
   switch (t) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::f64: return MPI_DOUBLE;
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::f64:
+      return MPI_DOUBLE;
     case DType::f16:
-    case DType::bf16: return MPI_UINT16_T;
-    case DType::i8: return MPI_INT8_T;
+    case DType::bf16:
+      return MPI_UINT16_T;
+    case DType::i8:
+      return MPI_INT8_T;
     case DType::u8:
-    case DType::boolean: return MPI_UINT8_T;
-    case DType::i32: return MPI_INT32_T;
-    case DType::i64: return MPI_INT64_T;
+    case DType::boolean:
+      return MPI_UINT8_T;
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
   }
   return MPI_BYTE;
 }
@@ -74,13 +89,20 @@ MPI_Op op_of(ReduceOp op, DType t) {
   if (t == DType::bf16) return user_ops().bf16[index_16bit(op)];
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: return MPI_SUM;
-    case ReduceOp::prod: return MPI_PROD;
-    case ReduceOp::min: return MPI_MIN;
-    case ReduceOp::max: return MPI_MAX;
-    case ReduceOp::band: return MPI_BAND;
-    case ReduceOp::bor: return MPI_BOR;
-    case ReduceOp::bxor: return MPI_BXOR;
+    case ReduceOp::avg:
+      return MPI_SUM;
+    case ReduceOp::prod:
+      return MPI_PROD;
+    case ReduceOp::min:
+      return MPI_MIN;
+    case ReduceOp::max:
+      return MPI_MAX;
+    case ReduceOp::band:
+      return MPI_BAND;
+    case ReduceOp::bor:
+      return MPI_BOR;
+    case ReduceOp::bxor:
+      return MPI_BXOR;
   }
   return MPI_SUM;
 }

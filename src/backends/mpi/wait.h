@@ -4,11 +4,12 @@
 //
 // [Waiting] On a host with a core for every rank, test without pause for the first kSpin (an MPI
 // call that is about to complete needs no system call: a yield costs microseconds on some VMs).
-// Then, and from the start on an oversubscribed host (more ranks than cores), test, then yield the core, for a while that grows with the bytes the op moves (MPI
-// progresses a transfer only inside MPI calls, so a large transfer needs frequent tests); after
-// that, sleep between tests, 20 us doubling up to 1 ms, so that a long wait for a slow peer costs
-// almost no CPU. Every 100 ms the wait also looks for an abort note in the store: a peer that
-// failed says so there, and this rank fails at once with the peer's reason.
+// Then, and from the start on an oversubscribed host (more ranks than cores), test, then yield the
+// core, for a while that grows with the bytes the op moves (MPI progresses a transfer only inside
+// MPI calls, so a large transfer needs frequent tests); after that, sleep between tests, 20 us
+// doubling up to 1 ms, so that a long wait for a slow peer costs almost no CPU. Every 100 ms the
+// wait also looks for an abort note in the store: a peer that failed says so there, and this rank
+// fails at once with the peer's reason.
 #pragma once
 
 #include <functional>

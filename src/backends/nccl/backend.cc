@@ -5,8 +5,8 @@
 
 #include <atomic>
 #include <exception>
-#include <span>
 #include <mutex>
+#include <span>
 
 #include "backends/nccl/collectives.h"
 #include "backends/nccl/communicator.h"
@@ -40,8 +40,7 @@ class NcclBackend final : public BackendBase {
   void run(const Op& op) override {
     guarded(op, [&] {
       ready_for(op);
-      nccl::order_after_issue(nccl::cuda_stream_api(), op.issued_state, comm_.stream(),
-                              op.name());
+      nccl::order_after_issue(nccl::cuda_stream_api(), op.issued_state, comm_.stream(), op.name());
       {
         nccl::ArmedWatch armed(comm_.blocking_watch(), op.deadline);  // [Blocking mode]
         nccl::enqueue_op(comm_, op, rank());
@@ -52,9 +51,7 @@ class NcclBackend final : public BackendBase {
 
   // ncclSend and ncclRecv progress only within one group ([Fused p2p] in
   // group/progress_queue.h).
-  bool fuses_p2p(const Op& op) const override {
-    return is_p2p(op.kind);
-  }
+  bool fuses_p2p(const Op& op) const override { return is_p2p(op.kind); }
 
   void run_p2p_group(std::span<const Op> ops) override {
     guarded(ops.front(), [&] {
@@ -230,9 +227,9 @@ class DeviceRouter final : public Backend {
 
   std::unique_ptr<Backend> host_;
   GroupConfig config_;
-  std::exception_ptr init_failure_;  // progress thread only
-  std::unique_ptr<NcclBackend> nccl_;  // progress thread only
-  std::atomic<int> nccl_device_{-1};   // read by device_problem on the caller's thread
+  std::exception_ptr init_failure_;                // progress thread only
+  std::unique_ptr<NcclBackend> nccl_;              // progress thread only
+  std::atomic<int> nccl_device_{-1};               // read by device_problem on the caller's thread
   std::atomic<NcclBackend*> nccl_ready_{nullptr};  // nccl_, for check() on the caller's thread
   mutable std::once_flag gpus_once_;
   mutable int gpus_ = 0;

@@ -46,7 +46,7 @@ class BlockingWatch {
   std::function<std::optional<std::string>()> check_;
   std::function<void(const std::string&)> fire_;
   std::atomic<bool> armed_{false};
-  std::atomic<bool> has_fired_{false};  // fired_ is set: lets fired() skip the lock
+  std::atomic<bool> has_fired_{false};   // fired_ is set: lets fired() skip the lock
   std::atomic<Clock::rep> deadline_{0};  // Clock ticks since its epoch
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;

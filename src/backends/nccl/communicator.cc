@@ -45,13 +45,11 @@ std::chrono::milliseconds at_least_1ms(Deadline deadline) {
 }  // namespace
 
 Communicator::Communicator(const GroupConfig& config, int device, Deadline deadline)
-    : config_(config),
-      device_(device),
-      host_(host_name_of(config)) {
+    : config_(config), device_(device), host_(host_name_of(config)) {
   try {
     // [Init] First, before anything can fail: every rank counts the same inits.
-    const int64_t n = config_.store->add(config_.name + "/nccl/inits/" +
-                                             std::to_string(config_.rank), 1);
+    const int64_t n =
+        config_.store->add(config_.name + "/nccl/inits/" + std::to_string(config_.rank), 1);
     prefix_ = detail::concat(config_.name, "/nccl/", n, "/");
     check_cuda(cudaSetDevice(device_), detail::concat(where("nccl init"), ": cudaSetDevice"));
     exchange_claims(deadline);
@@ -72,14 +70,13 @@ Communicator::Communicator(const GroupConfig& config, int device, Deadline deadl
     ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
     nccl_config.blocking = settings().nccl_nonblocking ? 0 : 1;  // [Blocking mode]
     if (nccl_config.blocking)
-      watch_ = std::make_unique<BlockingWatch>(
-          [this] { return peer_problem(); },
-          [this](const std::string& /*reason*/) {
-            std::lock_guard<std::mutex> lock(abort_mu_);
-            if (comm_ == nullptr || watch_aborted_) return;
-            watch_aborted_ = true;
-            ncclCommAbort(comm_);
-          });
+      watch_ = std::make_unique<BlockingWatch>([this] { return peer_problem(); },
+                                               [this](const std::string& /*reason*/) {
+                                                 std::lock_guard<std::mutex> lock(abort_mu_);
+                                                 if (comm_ == nullptr || watch_aborted_) return;
+                                                 watch_aborted_ = true;
+                                                 ncclCommAbort(comm_);
+                                               });
     nccl_config.commName = config_.name.c_str();
     ncclResult_t r = ncclCommInitRankConfig(&comm_, config_.size, id, config_.rank, &nccl_config);
     settle(r, "ncclCommInitRankConfig", "nccl init", deadline);
@@ -266,7 +263,8 @@ void Communicator::fail_watched(std::string_view op, const std::string& reason) 
   abort();  // the watch already called ncclCommAbort: this ends groups and drains the stream
   if (reason.empty())
     throw TimeoutError(detail::concat(
-        where(op), ": not finished at its deadline, blocked inside NCCL (blocking communicator; "
+        where(op),
+        ": not finished at its deadline, blocked inside NCCL (blocking communicator; "
         "the group's timeout is LOCKSTEP_TIMEOUT). The NCCL communicator was aborted so that "
         "this rank does not hang. A rank probably died, never entered this op, or entered a "
         "different one: set LOCKSTEP_DEBUG=DETAIL to compare the calls"));
@@ -297,8 +295,9 @@ void Communicator::fail_nccl(ncclResult_t result, std::string_view call, std::st
                                 ". A peer probably died, was killed or lost its connection: "
                                 "see the other ranks' errors (NCCL_DEBUG=WARN shows NCCL's view)");
     case ErrorClass::timeout:
-      throw_as(error_class, message + ". NCCL gave up waiting for a peer (NCCL_DEBUG=WARN says "
-                                      "which); see the other ranks' errors");
+      throw_as(error_class, message +
+                                ". NCCL gave up waiting for a peer (NCCL_DEBUG=WARN says "
+                                "which); see the other ranks' errors");
     default:
       throw_as(error_class, message + " (NCCL_DEBUG=WARN prints NCCL's reason)");
   }
@@ -330,8 +329,7 @@ void Communicator::check_peers(std::string_view op) {
 std::optional<std::string> Communicator::peer_problem() const {
   try {
     if (config_.store->check({abort_key(config_.name)}))
-      if (auto note =
-              read_abort_note(*config_.store, config_.name, std::chrono::milliseconds(1)))
+      if (auto note = read_abort_note(*config_.store, config_.name, std::chrono::milliseconds(1)))
         return "the group was aborted by " + *note;
   } catch (const Error&) {
     // The store is unreachable: a dead peer, NCCL's own error or the deadline ends the wait.

@@ -39,9 +39,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <vector>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "backends/nccl/blocking_watch.h"
 #include "backends/nccl/peer_watch.h"
@@ -122,10 +122,10 @@ class Communicator {
   cudaStream_t stream_ = nullptr;
   int* scratch_ = nullptr;
   std::unique_ptr<PeerWatch> peers_;
-  bool pooled_ = false;  // scratch_ comes from the stream-ordered allocator
-  int open_groups_ = 0;  // GroupScopes not yet ended
-  std::mutex abort_mu_;  // the watch's abort against abort()
-  bool watch_aborted_ = false;  // under abort_mu_: the watch called ncclCommAbort
+  bool pooled_ = false;                   // scratch_ comes from the stream-ordered allocator
+  int open_groups_ = 0;                   // GroupScopes not yet ended
+  std::mutex abort_mu_;                   // the watch's abort against abort()
+  bool watch_aborted_ = false;            // under abort_mu_: the watch called ncclCommAbort
   std::unique_ptr<BlockingWatch> watch_;  // blocking communicators only
   bool aborted_ = false;
   bool finalized_ = false;

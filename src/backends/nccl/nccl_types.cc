@@ -49,16 +49,15 @@ std::optional<ncclRedOp_t> nccl_reduce_op(ReduceOp op) {
 std::string nccl_error_text(ncclResult_t result, ncclComm_t comm) {
   // Indexed by value, ncclTimeout included: a newer libnccl than nccl.h may return it.
   static constexpr const char* kNames[] = {
-      "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
-      "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress",
-      "ncclTimeout"};
+      "ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
+      "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
+      "ncclRemoteError",   "ncclInProgress",         "ncclTimeout"};
   static_assert(ncclInProgress == 7 && std::size(kNames) == kNcclTimeout + 1);
   const auto value = static_cast<unsigned>(result);
-  std::string text = value < std::size(kNames) ? kNames[value]
-                                               : "ncclResult " + std::to_string(value);
-  const char* reason = static_cast<int>(result) == kNcclTimeout
-                           ? "an NCCL operation timed out"
-                           : ncclGetErrorString(result);
+  std::string text =
+      value < std::size(kNames) ? kNames[value] : "ncclResult " + std::to_string(value);
+  const char* reason = static_cast<int>(result) == kNcclTimeout ? "an NCCL operation timed out"
+                                                                : ncclGetErrorString(result);
   text += std::string(" (") + (reason != nullptr ? reason : "unknown") + ")";
   const char* last = ncclGetLastError(comm);
   if (last != nullptr && *last != '\0') text += std::string(": ") + last;

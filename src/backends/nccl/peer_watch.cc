@@ -8,8 +8,8 @@
 #include <charconv>
 #include <csignal>
 #include <cstring>
-#include <mutex>
 #include <filesystem>
+#include <mutex>
 
 #include "core/log.h"
 #include "lockstep/core/error.h"
@@ -28,8 +28,7 @@ std::string pid_scope() {
 
 }  // namespace
 
-PeerWatch::PeerWatch(const GroupConfig& config, const std::string& key_prefix,
-                     Deadline deadline) {
+PeerWatch::PeerWatch(const GroupConfig& config, const std::string& key_prefix, Deadline deadline) {
   const std::string prefix = key_prefix + "pid/";
   const std::string scope = pid_scope();
   const int own_pid = static_cast<int>(::getpid());
@@ -55,8 +54,8 @@ PeerWatch::PeerWatch(const GroupConfig& config, const std::string& key_prefix,
       by_kill_[r] = true;
       static std::once_flag warned;
       std::call_once(warned, [&] {
-        log_warning("group '", config.name, "': pidfd_open(", pid, ") failed (",
-                    std::strerror(err), "); watching peers on this host with kill(pid, 0), "
+        log_warning("group '", config.name, "': pidfd_open(", pid, ") failed (", std::strerror(err),
+                    "); watching peers on this host with kill(pid, 0), "
                     "which a reused pid can fool");
       });
     }

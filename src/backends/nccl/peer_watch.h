@@ -34,8 +34,8 @@ class PeerWatch {
   std::string describe(int rank) const;
 
  private:
-  std::vector<int> pids_;    // per rank, 0 when unknown
-  std::vector<int> pidfds_;  // per rank, -1 when not watched through a pidfd
+  std::vector<int> pids_;      // per rank, 0 when unknown
+  std::vector<int> pidfds_;    // per rank, -1 when not watched through a pidfd
   std::vector<bool> by_kill_;  // per rank: watched through kill(pid, 0) (no pidfd)
 };
 

@@ -53,9 +53,8 @@ std::shared_ptr<void> mark_issue(StreamApi& api, int device, std::string_view wh
   cudaEvent_t event = nullptr;
   check_cuda(api.create_event(&event), detail::concat(what, ": cudaEventCreate"));
   // Owned from here on, so that a failed record does not leak it.
-  std::shared_ptr<void> mark(event, [&api](void* e) {
-    api.destroy_event(static_cast<cudaEvent_t>(e));
-  });
+  std::shared_ptr<void> mark(event,
+                             [&api](void* e) { api.destroy_event(static_cast<cudaEvent_t>(e)); });
   check_cuda(api.record(event, api.current_stream(device)),
              detail::concat(what, ": cudaEventRecord on the caller's current stream"));
   return mark;
@@ -65,8 +64,9 @@ void order_after_issue(StreamApi& api, const std::shared_ptr<void>& mark, cudaSt
                        std::string_view what) {
   if (!mark) return;
   check_cuda(api.wait(stream, static_cast<cudaEvent_t>(mark.get())),
-             detail::concat(what, ": cudaStreamWaitEvent (ordering the op after the caller's "
-                                  "current stream)"));
+             detail::concat(what,
+                            ": cudaStreamWaitEvent (ordering the op after the caller's "
+                            "current stream)"));
 }
 
 }  // namespace lockstep::nccl

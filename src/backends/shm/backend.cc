@@ -1,5 +1,5 @@
-// ShmBackend: runs each collective over the group's segment (collective.h), and turns a failure on this rank into an abort record in the segment, so that every
-// peer fails fast with the root cause.
+// ShmBackend: runs each collective over the group's segment (collective.h), and turns a failure on
+// this rank into an abort record in the segment, so that every peer fails fast with the root cause.
 #include "backends/shm/backend.h"
 
 #include <algorithm>

@@ -39,9 +39,9 @@ struct Collective {
   Reducer& reducer;
   int me = 0;
   int n = 1;
-  int parity = 0;     // the local collective index mod 2
-  uint32_t base = 0;  // this rank's step when the op started
-  size_t es = 1;      // element size
+  int parity = 0;                                  // the local collective index mod 2
+  uint32_t base = 0;                               // this rank's step when the op started
+  size_t es = 1;                                   // element size
   const SharedAllocations* allocations = nullptr;  // this rank's (shared_collectives.h)
 
   uint32_t arrived() const { return base + 1; }

@@ -19,7 +19,7 @@
 namespace lockstep::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x4c4b53504d485321;  // "!SHMPSKL"
-inline constexpr uint32_t kLayoutVersion = 4;  // 4: no mailboxes
+inline constexpr uint32_t kLayoutVersion = 4;                  // 4: no mailboxes
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kAbortReasonBytes = 2048;
 

@@ -34,13 +34,13 @@ struct SegmentOptions {
 // [Shared files] The protocol of [Segment lifetime] for any file whose first bytes are a
 // SegmentHeader (the group's segment, and the buffers of ProcessGroup::allocate: shared_alloc.h).
 struct SharedFile {
-  std::string key;       // store key under which rank 0 publishes the file's name
-  std::string tag;       // goes into the file name (after the prefix): the group's name and more
-  uint64_t bytes = 0;    // the whole file
-  uint64_t magic = 0;    // SegmentHeader::magic of this kind of file
-  std::string needs;     // for a full /dev/shm: "the shm backend needs a shared-memory segment"
-  std::string subject;   // "the shared-memory segment"
-  std::string fix;       // what to do when ranks never attach
+  std::string key;      // store key under which rank 0 publishes the file's name
+  std::string tag;      // goes into the file name (after the prefix): the group's name and more
+  uint64_t bytes = 0;   // the whole file
+  uint64_t magic = 0;   // SegmentHeader::magic of this kind of file
+  std::string needs;    // for a full /dev/shm: "the shm backend needs a shared-memory segment"
+  std::string subject;  // "the shared-memory segment"
+  std::string fix;      // what to do when ranks never attach
   // Marks this rank present in the new mapping (before it counts itself as attached).
   std::function<void(std::byte* base)> mark_present;
   // The ranks that have not marked themselves present: "[1, 3]".

@@ -131,8 +131,8 @@ void Sync::check_abort(const Op& op) const {
   if (segment_.header().aborted.load(std::memory_order_acquire) != 0) throw_abort(&op);
 }
 
-void Sync::check_health(int peer, const Op& op, Clock::time_point deadline,
-                        bool poll_pids, const std::atomic<uint32_t>* word, uint32_t target) const {
+void Sync::check_health(int peer, const Op& op, Clock::time_point deadline, bool poll_pids,
+                        const std::atomic<uint32_t>* word, uint32_t target) const {
   // A peer that advanced the awaited word did its part, even if it left, died or aborted the group
   // (in a later op) just after: the wait is over, and the caller's loop sees it.
   auto arrived = [&] { return word && reached(word->load(std::memory_order_acquire), target); };
@@ -156,8 +156,9 @@ void Sync::check_health(int peer, const Op& op, Clock::time_point deadline,
                        "issue the same collectives before destroying the group"));
   if (Clock::now() >= deadline)
     throw TimeoutError(detail::concat(op.name(), ": the op's deadline passed while rank ", me,
-                                      " waited for ", peers_.describe(peer), " to do its part of the collective; ", peers_.last_op_of(peer),
-                                      ". Fix: find what rank ", peer,
+                                      " waited for ", peers_.describe(peer),
+                                      " to do its part of the collective; ",
+                                      peers_.last_op_of(peer), ". Fix: find what rank ", peer,
                                       " is doing (stuck, slow, or skipping this op), or raise "
                                       "the timeout (LOCKSTEP_TIMEOUT or the op's timeout option)"));
 }

@@ -70,9 +70,8 @@ class Sync {
   // Throws if the group is broken for a wait on peer: aborted, a dead process (only looked for
   // when poll_pids: a system call), peer departed (unless it advanced `word` to `target` first),
   // or the deadline passed. Called between sleeps.
-  void check_health(int peer, const Op& op, Clock::time_point deadline,
-                    bool poll_pids, const std::atomic<uint32_t>* word = nullptr,
-                    uint32_t target = 0) const;
+  void check_health(int peer, const Op& op, Clock::time_point deadline, bool poll_pids,
+                    const std::atomic<uint32_t>* word = nullptr, uint32_t target = 0) const;
   // Records this rank's abort unless another rank was first, and wakes every waiter.
   void publish_abort(ErrorClass error_class, const std::string& reason) const;
   // Wakes every sleeper of this group (abort, shutdown).

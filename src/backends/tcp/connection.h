@@ -84,9 +84,7 @@ class Connection {
   // inspect_close.
   std::optional<MessageHeader> peek_header();
   // Whether the inbox already holds the next frame's whole header (nothing more to peek).
-  bool header_buffered() const {
-    return !in_payload_ && inbox_size() >= sizeof(MessageHeader);
-  }
+  bool header_buffered() const { return !in_payload_ && inbox_size() >= sizeof(MessageHeader); }
 
   // Best-effort, non-blocking control frame (abort or bye); returns whether it was written whole.
   bool try_send_control(FrameType frame, ErrorClass error_class, const std::string& text);

@@ -68,8 +68,8 @@ Pending start_connect(const MeshOptions& o, int rank) {
 }
 
 std::unique_ptr<Connection> finish_connect(const MeshOptions& o, Pending p, int rank) {
-  std::string what = detail::concat("rank ", rank, " (", p.address.address, " on ",
-                                    p.address.hostname, ")");
+  std::string what =
+      detail::concat("rank ", rank, " (", p.address.address, " on ", p.address.hostname, ")");
   auth::Verdict verdict;
   try {
     net::read_full(p.fd.get(), &verdict, sizeof(verdict), o.deadline, what);
@@ -102,8 +102,7 @@ std::string missing_ranks(const std::vector<std::unique_ptr<Connection>>& conns,
 // connector refused for its secret is told why first (the verdict), so that a rank of this job
 // with another secret fails with an AuthError rather than a timeout.
 std::optional<net::Hello> accept_one(const MeshOptions& o, const auth::Nonce& challenge,
-                                     net::Fd& fd,
-                                     std::vector<std::unique_ptr<Connection>>& conns) {
+                                     net::Fd& fd, std::vector<std::unique_ptr<Connection>>& conns) {
   const std::string from = net::peer_address(fd.get());
   net::HelloReader reader(std::move(fd), from,
                           std::min(o.deadline.at(), Clock::now() + kHelloGrace));
@@ -116,9 +115,9 @@ std::optional<net::Hello> accept_one(const MeshOptions& o, const auth::Nonce& ch
   const net::Hello& h = reader.hello();
   const auth::Verdict verdict = reader.judge(o.secret, challenge);
   if (verdict.status != auth::VerdictStatus::accepted) {
-    const std::string text = detail::concat("group '", o.group, "' rank ", o.rank,
-                                            ": a connection from ", from, " claiming rank ",
-                                            h.rank, " was ", auth::refusal_text(verdict.status));
+    const std::string text =
+        detail::concat("group '", o.group, "' rank ", o.rank, ": a connection from ", from,
+                       " claiming rank ", h.rank, " was ", auth::refusal_text(verdict.status));
     log_info(text);
     note_refusals(*o.store, 1, text);
     net::send_verdict(reader.fd().get(), verdict);  // it may have left already
@@ -171,14 +170,14 @@ std::vector<std::unique_ptr<Connection>> connect_mesh(const MeshOptions& o) {
                                            o.hostname, challenge));
   if (o.secret.empty())
     log_info("group '", o.group, "' rank ", o.rank, ": data connections on port ",
-             net::local_port(listener.get()), " are not authenticated (the job has no secret): "
+             net::local_port(listener.get()),
+             " are not authenticated (the job has no secret): "
              "anyone who reaches that port can connect");
   std::vector<Pending> lower;
   for (int r = 0; r < o.rank; ++r) lower.push_back(start_connect(o, r));
   accept_higher(o, listener.get(), challenge, conns);
   for (int r = 0; r < o.rank; ++r)
-    conns[static_cast<size_t>(r)] =
-        finish_connect(o, std::move(lower[static_cast<size_t>(r)]), r);
+    conns[static_cast<size_t>(r)] = finish_connect(o, std::move(lower[static_cast<size_t>(r)]), r);
   return conns;
 }
 

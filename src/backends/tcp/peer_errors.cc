@@ -12,9 +12,9 @@ std::string unreachable_text(const PeerFailure& f, const PeerEvent& e) {
   std::string ranks;
   for (int r : f.peer_host_ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
   return detail::concat(f.op_name, ": host ", f.peer_host, " is unreachable from rank ", f.rank,
-                        ": the connection to ", f.peer, " failed: ",
-                        net::unreachable_text(e.error), ". Ranks on host ", f.peer_host, ": [",
-                        ranks, "]. Fix: check that host and the network toward it");
+                        ": the connection to ", f.peer, " failed: ", net::unreachable_text(e.error),
+                        ". Ranks on host ", f.peer_host, ": [", ranks,
+                        "]. Fix: check that host and the network toward it");
 }
 
 std::string lost_text(const PeerFailure& f, const PeerEvent& e) {

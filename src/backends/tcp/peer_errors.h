@@ -18,8 +18,8 @@ struct PeerFailure {
   int rank = 0;         // this rank
   std::string peer;     // "rank 1 (host h, pid 123)"
   int peer_rank = -1;
-  std::string peer_host;               // its host name
-  std::vector<int> peer_host_ranks;    // every rank of the group on that host
+  std::string peer_host;                  // its host name
+  std::vector<int> peer_host_ranks;       // every rank of the group on that host
   std::optional<std::string> abort_note;  // for closed / reset
 };
 

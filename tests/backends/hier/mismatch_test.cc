@@ -109,8 +109,9 @@ TEST(HierMismatch, OrderDiffersWithinAHost) {
                 contains(o.what, "all_reduce #0"))
         << "rank " << r << ": " << o.what;
     // The cause leads, once, with at most one relay ([Relays] in comm/failure.h).
-    EXPECT_TRUE(o.what.starts_with("all_reduce #0 (hierarchical: the reduce within a host): rank 1 "
-                                   "is in broadcast #0 while rank 0 is in all_reduce #0"))
+    EXPECT_TRUE(
+        o.what.starts_with("all_reduce #0 (hierarchical: the reduce within a host): rank 1 "
+                           "is in broadcast #0 while rank 0 is in all_reduce #0"))
         << "rank " << r << ": " << o.what;
     EXPECT_EQ(o.what.find("(relayed by"), o.what.rfind("(relayed by"))
         << "rank " << r << ": " << o.what;

@@ -30,9 +30,9 @@ TEST(HierRankNames, StopsWhereAReasonFromOutsideTheHostBegins) {
 TEST(HierRankNames, RenumbersTheHostsRelayAfterAReasonFromOutside) {
   // Members {2, 5}: host rank 0 is rank 2, host rank 1 is rank 5.
   const std::string outside = std::string(kOutsideHost) + "rank 1 (host b) is in broadcast #0";
-  EXPECT_EQ(to_group_ranks(outside + " (relayed by rank 0 (host a) to rank 1 in reduce #0)",
-                           kMembers),
-            outside + " (relayed by rank 2 (host a) to rank 5 in reduce #0)");
+  EXPECT_EQ(
+      to_group_ranks(outside + " (relayed by rank 0 (host a) to rank 1 in reduce #0)", kMembers),
+      outside + " (relayed by rank 2 (host a) to rank 5 in reduce #0)");
 }
 
 }  // namespace

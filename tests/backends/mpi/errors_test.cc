@@ -15,8 +15,8 @@
 #include "lockstep/core/error.h"
 #include "lockstep/group/init.h"
 #include "lockstep/store/hash_store.h"
-#include "world.h"
 #include "support/messages.h"
+#include "world.h"
 
 namespace lockstep::testing {
 namespace {
@@ -48,10 +48,12 @@ TEST(MpiErrors, CountMismatchFailsOnEveryRankAndBreaksTheGroup) {
   const auto start = Clock::now();
   std::string m = message_of<MismatchError>([&] { sub->all_reduce(buf.view())->wait(); });
   EXPECT_LT(seconds_since(start), 10);
-  for (const char* part : {"all_reduce #0 (f32, sum, 40 bytes)", "all_reduce #0 (f32, sum, 80 bytes)",
-                           "the byte count differs", "same order"})
+  for (const char* part :
+       {"all_reduce #0 (f32, sum, 40 bytes)", "all_reduce #0 (f32, sum, 80 bytes)",
+        "the byte count differs", "same order"})
     EXPECT_NE(m.find(part), std::string::npos) << part << " missing from: " << m;
-  check_elements(buf, [](size_t) { return 1; }, "all_reduce output after a mismatch");
+  check_elements(
+      buf, [](size_t) { return 1; }, "all_reduce output after a mismatch");
   std::string later = message_of<MismatchError>([&] { sub->barrier()->wait(); });
   EXPECT_NE(later.find("the byte count differs"), std::string::npos) << later;
 }
@@ -65,10 +67,11 @@ TEST(MpiErrors, CountMismatchAcrossThePiggybackLimit) {
   TypedBuffer buf(DType::f32, count);
   buf.fill([](size_t) { return 2; });
   std::string m = message_of<MismatchError>([&] { sub->all_reduce(buf.view())->wait(); });
-  for (const char* part : {"all_reduce #0 (f32, sum, 64 bytes)", "all_reduce #0 (f32, sum, 20000 bytes)",
-                           "the byte count differs"})
+  for (const char* part : {"all_reduce #0 (f32, sum, 64 bytes)",
+                           "all_reduce #0 (f32, sum, 20000 bytes)", "the byte count differs"})
     EXPECT_NE(m.find(part), std::string::npos) << part << " missing from: " << m;
-  check_elements(buf, [](size_t) { return 2; }, "all_reduce output after a mismatch");
+  check_elements(
+      buf, [](size_t) { return 2; }, "all_reduce output after a mismatch");
 }
 
 // Rank 1 comes to an all_reduce after the others' deadline: they fail naming it (no agreement
@@ -78,9 +81,8 @@ TEST(MpiErrors, ARankThatIsLateIsNamedAtTheDeadline) {
   TypedBuffer buf(DType::f32, 4);
   if (world().rank() != 1) {
     const auto start = Clock::now();
-    std::string m = message_of<TimeoutError>([&] {
-      sub->all_reduce(buf.view(), {.timeout = std::chrono::milliseconds(800)})->wait();
-    });
+    std::string m = message_of<TimeoutError>(
+        [&] { sub->all_reduce(buf.view(), {.timeout = std::chrono::milliseconds(800)})->wait(); });
     EXPECT_GE(seconds_since(start), 0.7);
     EXPECT_LT(seconds_since(start), 10);
     for (const char* part : {"all_reduce #0", "timed out: rank 1 has not reached it",
@@ -101,8 +103,10 @@ TEST(MpiErrors, OpAndRootMismatch) {
   auto sub = world().new_group(all_ranks());
   TypedBuffer buf(DType::i32, 4);
   std::string m = message_of<MismatchError>([&] {
-    if (world().rank() == 0) sub->broadcast(buf.view(), {.root = 0})->wait();
-    else sub->all_reduce(buf.view())->wait();
+    if (world().rank() == 0)
+      sub->broadcast(buf.view(), {.root = 0})->wait();
+    else
+      sub->all_reduce(buf.view())->wait();
   });
   EXPECT_NE(m.find("broadcast #0 (i32, root 0, 16 bytes)"), std::string::npos) << m;
   EXPECT_NE(m.find("all_reduce #0 (i32, sum, 16 bytes)"), std::string::npos) << m;
@@ -121,11 +125,14 @@ TEST(MpiErrors, AllToAllVPairMismatch) {
   TypedBuffer in(DType::u8, n + (world().rank() == 0)), out(DType::u8, n);
   std::string m = message_of<MismatchError>(
       [&] { sub->all_to_all_v(in.view(), send, out.view(), recv)->wait(); });
-  EXPECT_NE(m.find("rank 0 sends 2 elements to rank 1, but rank 1 expects 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("rank 0 sends 2 elements to rank 1, but rank 1 expects 1"), std::string::npos)
+      << m;
 }
 
 // Ranks 0 and 1 in their own group; the others only take part in creating it.
-std::shared_ptr<ProcessGroup> pair_group() { return world().new_group({0, 1}); }
+std::shared_ptr<ProcessGroup> pair_group() {
+  return world().new_group({0, 1});
+}
 
 // Sends and recvs go through the p2p engine over MPI (src/p2p/engine.h): a size mismatch fails
 // the recv at once naming both sides; a tag mismatch is named at the recv's deadline.
@@ -139,12 +146,14 @@ TEST(MpiErrors, RecvTagAndSizeMismatch) {
       pair->send(out.view(), 1, {.tag = 3})->wait();  // 32 bytes: eager, done once sent
       pair->send(out.view(), 1, {.tag = 3})->wait();
     } else {
-      std::string m = message_of<MismatchError>(
-          [&] { pair->recv(in.view(), 0, {.tag = 3})->wait(); });
+      std::string m =
+          message_of<MismatchError>([&] { pair->recv(in.view(), 0, {.tag = 3})->wait(); });
       EXPECT_NE(m.find("rank 1's recv #0 from rank 0 (tag 3) expects f32 x 4 (16 bytes), but the "
                        "send of rank 0 it matched (tag 3) carries f32 x 8 (32 bytes)"),
-                std::string::npos) << m;
-      check_elements(in, [](size_t) { return -1; }, "recv output after a mismatch");
+                std::string::npos)
+          << m;
+      check_elements(
+          in, [](size_t) { return -1; }, "recv output after a mismatch");
       m = message_of<TimeoutError>([&] {
         pair->recv(in.view(), 0, {.tag = 4, .timeout = std::chrono::milliseconds(800)})->wait();
       });
@@ -190,7 +199,8 @@ TEST(MpiErrors, PeerThatFailsReachesAWaitingRankFast) {
     EXPECT_LT(seconds_since(start), 5);
     EXPECT_NE(m.find("recv #0 from rank 1: rank 1 left the group: rank 1's process group was "
                      "destroyed while an exception propagated"),
-              std::string::npos) << m;
+              std::string::npos)
+        << m;
   } else {
     (void)pair_group();
   }
@@ -199,7 +209,8 @@ TEST(MpiErrors, PeerThatFailsReachesAWaitingRankFast) {
 
 TEST(MpiErrors, CountsBeyondIntAreRejected) {
   const Op op{.kind = OpKind::all_gather, .variable = true, .dtype = DType::u8};
-  std::string m = message_of<InvalidArgument>([&] { mpi::mpi_count(size_t{1} << 31, op, "a count"); });
+  std::string m =
+      message_of<InvalidArgument>([&] { mpi::mpi_count(size_t{1} << 31, op, "a count"); });
   EXPECT_NE(m.find("2147483647"), std::string::npos) << m;
   EXPECT_EQ(mpi::mpi_count(123, op, "a count"), 123);
 }
@@ -223,15 +234,20 @@ TEST(MpiErrors, ArgumentErrorsAreRaisedByTheCallAndLeaveTheGroupUsable) {
 TEST(MpiErrors, GroupOutsideMpiCommWorldIsAConfigError) {
   // Every process claims to be rank 0 of a one-rank job: only MPI's rank 0 really is.
   auto solo = [] {
-    return init_process_group({.backend = "mpi", .rank = 0, .world_size = 1,
-                               .store = std::make_shared<HashStore>(), .group_name = "solo"});
+    return init_process_group({.backend = "mpi",
+                               .rank = 0,
+                               .world_size = 1,
+                               .store = std::make_shared<HashStore>(),
+                               .group_name = "solo"});
   };
   if (world().rank() == 0) {
     EXPECT_EQ(solo()->size(), 1);
   } else {
     std::string m = message_of<ConfigError>(solo);
-    EXPECT_NE(m.find("this process is rank " + std::to_string(world().rank()) + " of MPI_COMM_WORLD"),
-              std::string::npos) << m;
+    EXPECT_NE(
+        m.find("this process is rank " + std::to_string(world().rank()) + " of MPI_COMM_WORLD"),
+        std::string::npos)
+        << m;
     EXPECT_NE(m.find("mpirun"), std::string::npos) << m;
   }
   world().barrier()->wait();

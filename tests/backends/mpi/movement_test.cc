@@ -1,7 +1,8 @@
 // Data movement over the mpi backend: broadcast, all_gather(_v), gather(_v), scatter(_v),
 // all_to_all(_v) (each in the API's in-place forms too), barrier, send/recv with tags (a ring of
 // large messages whose recvs are posted after the sends), recv_any and batch_isend_irecv through
-// the p2p engine over MPI, and subgroups as MPI communicators. Every element is checked against tagged(rank, index).
+// the p2p engine over MPI, and subgroups as MPI communicators. Every element is checked against
+// tagged(rank, index).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,7 +29,8 @@ size_t prefix(const std::vector<size_t>& counts, int r) {
 // Rank r holds (r * 3 + 1) % 5 * scale elements: uneven, and empty for some ranks.
 std::vector<size_t> uneven(int n, size_t scale) {
   std::vector<size_t> c(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) c[static_cast<size_t>(r)] = static_cast<size_t>((r * 3 + 1) % 5) * scale;
+  for (int r = 0; r < n; ++r)
+    c[static_cast<size_t>(r)] = static_cast<size_t>((r * 3 + 1) % 5) * scale;
   return c;
 }
 
@@ -38,8 +40,9 @@ void check_slots(const TypedBuffer& out, const std::vector<size_t>& counts, Sour
                  const std::string& c) {
   for (int r = 0; r < static_cast<int>(counts.size()); ++r) {
     const size_t first = prefix(counts, r);
-    check_elements(out, [&](size_t i) { return tagged(out.dtype(), source(r), i - first); }, c,
-                   first, counts[static_cast<size_t>(r)]);
+    check_elements(
+        out, [&](size_t i) { return tagged(out.dtype(), source(r), i - first); }, c, first,
+        counts[static_cast<size_t>(r)]);
   }
 }
 
@@ -51,7 +54,8 @@ TEST(MpiMovement, BroadcastEveryDtypeAndRoot) {
         TypedBuffer buf(t, count);
         buf.fill([&](size_t i) { return tagged(t, pg.rank(), i); });
         pg.broadcast(buf.view(), {.root = root})->wait();
-        check_elements(buf, [&](size_t i) { return tagged(t, root, i); }, ctx("broadcast", t, count));
+        check_elements(
+            buf, [&](size_t i) { return tagged(t, root, i); }, ctx("broadcast", t, count));
       }
 }
 
@@ -64,18 +68,24 @@ TEST(MpiMovement, AllGatherUniformInPlaceAndV) {
       TypedBuffer in(t, count), out(t, count * n);
       in.fill([&](size_t i) { return tagged(t, pg.rank(), i); });
       pg.all_gather(in.view(), out.view())->wait();
-      check_slots(out, slots, [](int r) { return r; }, ctx("all_gather", t, count));
+      check_slots(
+          out, slots, [](int r) { return r; }, ctx("all_gather", t, count));
       TypedBuffer io(t, count * n);
-      io.fill([&](size_t i) { return i / count == static_cast<size_t>(pg.rank()) ? tagged(t, pg.rank(), i % count) : 0; });
+      io.fill([&](size_t i) {
+        return i / count == static_cast<size_t>(pg.rank()) ? tagged(t, pg.rank(), i % count) : 0;
+      });
       pg.all_gather(io.slice(count * static_cast<size_t>(pg.rank()), count), io.view())->wait();
-      check_slots(io, slots, [](int r) { return r; }, ctx("all_gather in place", t, count));
+      check_slots(
+          io, slots, [](int r) { return r; }, ctx("all_gather in place", t, count));
     }
   for (size_t scale : {size_t{1}, size_t{20'011}}) {
     auto counts = uneven(n, scale);
-    TypedBuffer in(DType::f64, counts[static_cast<size_t>(pg.rank())]), out(DType::f64, prefix(counts, n));
+    TypedBuffer in(DType::f64, counts[static_cast<size_t>(pg.rank())]),
+        out(DType::f64, prefix(counts, n));
     in.fill([&](size_t i) { return tagged(DType::f64, pg.rank(), i); });
     pg.all_gather_v(in.view(), out.view(), counts)->wait();
-    check_slots(out, counts, [](int r) { return r; }, ctx("all_gather_v", DType::f64, scale));
+    check_slots(
+        out, counts, [](int r) { return r; }, ctx("all_gather_v", DType::f64, scale));
   }
 }
 
@@ -90,33 +100,53 @@ TEST(MpiMovement, GatherAndScatterEveryRoot) {
         TypedBuffer in(t, count), out(t, count * n);
         in.fill([&](size_t i) { return tagged(t, pg.rank(), i); });
         pg.gather(in.view(), out.view(), {.root = root})->wait();
-        if (pg.rank() == root) check_slots(out, slots, [](int r) { return r; }, ctx("gather", t, count));
+        if (pg.rank() == root)
+          check_slots(
+              out, slots, [](int r) { return r; }, ctx("gather", t, count));
         // Scatter: slot r of the root's buffer holds tagged(r + 10, i); rank r gets it.
         TypedBuffer all(t, count * n), mine(t, count);
-        all.fill([&](size_t i) { return tagged(t, static_cast<int>(i / std::max<size_t>(count, 1)) + 10, i % std::max<size_t>(count, 1)); });
+        all.fill([&](size_t i) {
+          return tagged(t, static_cast<int>(i / std::max<size_t>(count, 1)) + 10,
+                        i % std::max<size_t>(count, 1));
+        });
         pg.scatter(all.view(), mine.view(), {.root = root})->wait();
-        check_elements(mine, [&](size_t i) { return tagged(t, pg.rank() + 10, i); }, ctx("scatter", t, count));
+        check_elements(
+            mine, [&](size_t i) { return tagged(t, pg.rank() + 10, i); }, ctx("scatter", t, count));
         // In place on the root: its input already sits in its slot of the output, and its
         // scatter output is its own slot of the input.
-        if (pg.rank() == root) out.fill([&](size_t i) { return i / count == me ? tagged(t, pg.rank(), i % count) : 0; });
-        pg.gather(pg.rank() == root ? out.slice(count * me, count) : in.view(), out.view(), {.root = root})->wait();
-        if (pg.rank() == root) check_slots(out, slots, [](int r) { return r; }, ctx("gather in place", t, count));
-        pg.scatter(all.view(), pg.rank() == root ? all.slice(count * me, count) : mine.view(), {.root = root})->wait();
+        if (pg.rank() == root)
+          out.fill([&](size_t i) { return i / count == me ? tagged(t, pg.rank(), i % count) : 0; });
+        pg.gather(pg.rank() == root ? out.slice(count * me, count) : in.view(), out.view(),
+                  {.root = root})
+            ->wait();
+        if (pg.rank() == root)
+          check_slots(
+              out, slots, [](int r) { return r; }, ctx("gather in place", t, count));
+        pg.scatter(all.view(), pg.rank() == root ? all.slice(count * me, count) : mine.view(),
+                   {.root = root})
+            ->wait();
         const size_t first = pg.rank() == root ? count * me : 0;
-        check_elements(pg.rank() == root ? all : mine, [&](size_t i) { return tagged(t, pg.rank() + 10, i - first); },
-                       ctx("scatter in place", t, count), first, count);
+        check_elements(
+            pg.rank() == root ? all : mine,
+            [&](size_t i) { return tagged(t, pg.rank() + 10, i - first); },
+            ctx("scatter in place", t, count), first, count);
       }
   const int root = n - 1;
   auto counts = uneven(n, 3001);
   TypedBuffer in(DType::u8, counts[me]), out(DType::u8, prefix(counts, n));
   in.fill([&](size_t i) { return tagged(DType::u8, pg.rank(), i); });
   pg.gather_v(in.view(), out.view(), counts, {.root = root})->wait();
-  if (pg.rank() == root) check_slots(out, counts, [](int r) { return r; }, ctx("gather_v", DType::u8, out.count()));
+  if (pg.rank() == root)
+    check_slots(
+        out, counts, [](int r) { return r; }, ctx("gather_v", DType::u8, out.count()));
   TypedBuffer src(DType::u8, prefix(counts, n)), dst(DType::u8, counts[me]);
   for (int r = 0; r < n; ++r)
-    for (size_t i = 0; i < counts[static_cast<size_t>(r)]; ++i) src.set(prefix(counts, r) + i, tagged(DType::u8, r + 3, i));
+    for (size_t i = 0; i < counts[static_cast<size_t>(r)]; ++i)
+      src.set(prefix(counts, r) + i, tagged(DType::u8, r + 3, i));
   pg.scatter_v(src.view(), dst.view(), counts, {.root = root})->wait();
-  check_elements(dst, [&](size_t i) { return tagged(DType::u8, pg.rank() + 3, i); }, ctx("scatter_v", DType::u8, dst.count()));
+  check_elements(
+      dst, [&](size_t i) { return tagged(DType::u8, pg.rank() + 3, i); },
+      ctx("scatter_v", DType::u8, dst.count()));
 }
 
 TEST(MpiMovement, AllToAllUniformAndV) {
@@ -129,8 +159,9 @@ TEST(MpiMovement, AllToAllUniformAndV) {
       TypedBuffer in(t, k * n), out(t, k * n);
       in.fill([&](size_t i) { return tagged(t, pg.rank() * n + static_cast<int>(i / k), i % k); });
       pg.all_to_all(in.view(), out.view())->wait();
-      check_slots(out, std::vector<size_t>(static_cast<size_t>(n), k),
-                  [&](int i) { return i * n + pg.rank(); }, ctx("all_to_all", t, k));
+      check_slots(
+          out, std::vector<size_t>(static_cast<size_t>(n), k),
+          [&](int i) { return i * n + pg.rank(); }, ctx("all_to_all", t, k));
     }
   // Rank i sends (2i + j) % 3 * 5000 + j elements to rank j.
   auto amount = [](size_t i, size_t j) { return (2 * i + j) % 3 * 5000 + j; };
@@ -144,7 +175,9 @@ TEST(MpiMovement, AllToAllUniformAndV) {
     for (size_t e = 0; e < send[static_cast<size_t>(j)]; ++e)
       in.set(prefix(send, j) + e, tagged(DType::bf16, pg.rank() * n + j, e));
   pg.all_to_all_v(in.view(), send, out.view(), recv)->wait();
-  check_slots(out, recv, [&](int i) { return i * n + pg.rank(); }, ctx("all_to_all_v", DType::bf16, out.count()));
+  check_slots(
+      out, recv, [&](int i) { return i * n + pg.rank(); },
+      ctx("all_to_all_v", DType::bf16, out.count()));
 }
 
 TEST(MpiMovement, SendRecvRingWithTags) {
@@ -161,8 +194,12 @@ TEST(MpiMovement, SendRecvRingWithTags) {
     auto r6 = pg.irecv(in6.view(), prev, {.tag = 6});  // the later tag first
     auto r5 = pg.irecv(in5.view(), prev, {.tag = 5});
     for (auto* w : {&r6, &r5, &s5, &s6}) (*w)->wait();
-    check_elements(in5, [&](size_t i) { return tagged(DType::i64, prev, i); }, ctx("recv tag 5", DType::i64, count));
-    check_elements(in6, [&](size_t i) { return tagged(DType::i64, prev, i); }, ctx("recv tag 6", DType::i64, count));
+    check_elements(
+        in5, [&](size_t i) { return tagged(DType::i64, prev, i); },
+        ctx("recv tag 5", DType::i64, count));
+    check_elements(
+        in6, [&](size_t i) { return tagged(DType::i64, prev, i); },
+        ctx("recv tag 6", DType::i64, count));
   }
   pg.barrier()->wait();
 }
@@ -218,8 +255,10 @@ TEST(MpiMovement, BarrierAndSubgroups) {
   pg.barrier()->wait();
   sub->wait();
   const double rank_sum = std::accumulate(members.begin(), members.end(), 0.0);
-  check_elements(buf, [&](size_t i) { return rank_sum * 1000 + members.size() * static_cast<double>(i % 1000); },
-                 ctx("subgroup all_reduce", DType::i64, 100'000));
+  check_elements(
+      buf,
+      [&](size_t i) { return rank_sum * 1000 + members.size() * static_cast<double>(i % 1000); },
+      ctx("subgroup all_reduce", DType::i64, 100'000));
   // A subgroup of a subgroup: its first member alone.
   auto single = mine->new_group({0});
   if (mine->rank() == 0) {
@@ -228,7 +267,8 @@ TEST(MpiMovement, BarrierAndSubgroups) {
     TypedBuffer one(DType::f32, 3);
     one.fill([](size_t i) { return static_cast<double>(i); });
     single->all_reduce(one.view())->wait();
-    check_elements(one, [](size_t i) { return static_cast<double>(i); }, "single-rank all_reduce");
+    check_elements(
+        one, [](size_t i) { return static_cast<double>(i); }, "single-rank all_reduce");
   }
   pg.barrier()->wait();
 }

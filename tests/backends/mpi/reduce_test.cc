@@ -23,11 +23,14 @@ void all_reduce_checked(DType t, ReduceOp op, size_t count, bool in_place) {
   auto input = [&](size_t i) { return reduce_input(op, pg.rank(), i); };
   TypedBuffer a(t, count), b(t, count);
   a.fill(input);
-  if (in_place) pg.all_reduce(a.view(), {.op = op})->wait();
-  else pg.all_reduce(a.view(), b.view(), {.op = op})->wait();
+  if (in_place)
+    pg.all_reduce(a.view(), {.op = op})->wait();
+  else
+    pg.all_reduce(a.view(), b.view(), {.op = op})->wait();
   if (!in_place) check_elements(a, input, ctx("all_reduce input", t, op, count));
-  check_elements(in_place ? a : b, [&](size_t i) { return reduce_expected(op, t, pg.size(), i); },
-                 ctx("all_reduce", t, op, count));
+  check_elements(
+      in_place ? a : b, [&](size_t i) { return reduce_expected(op, t, pg.size(), i); },
+      ctx("all_reduce", t, op, count));
 }
 
 TEST(MpiReduce, AllReduceEveryDtypeOpAndCount) {
@@ -63,16 +66,19 @@ TEST(MpiReduce, ReduceToEveryRoot) {
           pg.reduce(in.view(), out.view(), {.root = root, .op = op})->wait();
           check_elements(in, input, c + " input");
           if (pg.rank() == root)
-            check_elements(out, [&](size_t i) { return reduce_expected(op, t, pg.size(), i); }, c);
+            check_elements(
+                out, [&](size_t i) { return reduce_expected(op, t, pg.size(), i); }, c);
           else
-            check_elements(out, [](size_t) { return 9; }, c + " (non-root output untouched)");
+            check_elements(
+                out, [](size_t) { return 9; }, c + " (non-root output untouched)");
           // In place on the root: input and output are one buffer.
           TypedBuffer io(t, count);
           io.fill(input);
           pg.reduce(io.view(), io.view(), {.root = root, .op = op})->wait();
           if (pg.rank() == root)
-            check_elements(io, [&](size_t i) { return reduce_expected(op, t, pg.size(), i); },
-                           c + " in place");
+            check_elements(
+                io, [&](size_t i) { return reduce_expected(op, t, pg.size(), i); },
+                c + " in place");
         }
 }
 
@@ -86,20 +92,23 @@ TEST(MpiReduce, ReduceScatterUniformAndV) {
         in.fill([&](size_t i) { return reduce_input(op, pg.rank(), i); });
         pg.reduce_scatter(in.view(), out.view(), {.op = op})->wait();
         const size_t first = slot * static_cast<size_t>(pg.rank());
-        check_elements(out, [&](size_t i) { return reduce_expected(op, t, n, first + i); },
-                       ctx("reduce_scatter", t, op, slot));
+        check_elements(
+            out, [&](size_t i) { return reduce_expected(op, t, n, first + i); },
+            ctx("reduce_scatter", t, op, slot));
       }
   // Uneven slots with an empty one: rank r gets (r * 7) % 4 * 1000 elements, rank 0 none.
   std::vector<size_t> counts(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) counts[static_cast<size_t>(r)] = static_cast<size_t>(r * 7 % 4) * 1000;
+  for (int r = 0; r < n; ++r)
+    counts[static_cast<size_t>(r)] = static_cast<size_t>(r * 7 % 4) * 1000;
   const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
   const size_t first = std::accumulate(counts.begin(), counts.begin() + pg.rank(), size_t{0});
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::bxor, ReduceOp::prod}) {
     TypedBuffer in(DType::i32, total), out(DType::i32, counts[static_cast<size_t>(pg.rank())]);
     in.fill([&](size_t i) { return reduce_input(op, pg.rank(), i); });
     pg.reduce_scatter_v(in.view(), out.view(), counts, {.op = op})->wait();
-    check_elements(out, [&](size_t i) { return reduce_expected(op, DType::i32, n, first + i); },
-                   ctx("reduce_scatter_v", DType::i32, op, total));
+    check_elements(
+        out, [&](size_t i) { return reduce_expected(op, DType::i32, n, first + i); },
+        ctx("reduce_scatter_v", DType::i32, op, total));
   }
 }
 
@@ -139,8 +148,9 @@ TEST(MpiReduce, AlgorithmOptionsAccepted) {
     TypedBuffer buf(DType::f32, 100'003);
     buf.fill([&](size_t i) { return reduce_input(ReduceOp::sum, pg.rank(), i); });
     pg.all_reduce(buf.view(), {.algorithm = a})->wait();
-    check_elements(buf, [&](size_t i) { return reduce_expected(ReduceOp::sum, DType::f32, pg.size(), i); },
-                   detail::concat("all_reduce ", algorithm_name(a)));
+    check_elements(
+        buf, [&](size_t i) { return reduce_expected(ReduceOp::sum, DType::f32, pg.size(), i); },
+        detail::concat("all_reduce ", algorithm_name(a)));
   }
 }
 

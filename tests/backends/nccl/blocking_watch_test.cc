@@ -61,17 +61,15 @@ TEST(NcclBlockingWatch, CheckReasonFiresBeforeTheDeadline) {
   while (f.count.load() == 0 && Clock::now() - start < 5s) std::this_thread::sleep_for(5ms);
   EXPECT_EQ(f.count.load(), 1);
   EXPECT_LT(Clock::now() - start, 1s);
-  EXPECT_EQ(watch.fired(), std::optional<std::string>(
-                               "the group was aborted by rank 3 (host h): boom"));
+  EXPECT_EQ(watch.fired(),
+            std::optional<std::string>("the group was aborted by rank 3 (host h): boom"));
 }
 
 TEST(NcclBlockingWatch, ADisarmedWatchNeverFires) {
   Fires f;
   BlockingWatch watch([] { return std::optional<std::string>("a reason"); },
                       [&](const std::string&) { ++f.count; });
-  {
-    ArmedWatch armed(&watch, Deadline::after(1ms));
-  }  // the call returned by itself at once
+  { ArmedWatch armed(&watch, Deadline::after(1ms)); }  // the call returned by itself at once
   std::this_thread::sleep_for(400ms);
   EXPECT_EQ(f.count.load(), 0);
   EXPECT_FALSE(watch.fired().has_value());

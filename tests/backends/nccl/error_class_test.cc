@@ -42,8 +42,8 @@ class NcclFailingBackend final : public Backend {
   explicit NcclFailingBackend(ncclResult_t r) : r_(r) {}
   const std::string& name() const override { return name_; }
   void run(const Op& op) override {
-    throw_as(nccl_error_class(r_), op.name() + " on rank 0: ncclAllReduce failed: " +
-                                       nccl_error_text(r_, nullptr));
+    throw_as(nccl_error_class(r_),
+             op.name() + " on rank 0: ncclAllReduce failed: " + nccl_error_text(r_, nullptr));
   }
   void abort(const std::string& /*reason*/) override {}
   void shutdown(Deadline /*deadline*/) override {}
@@ -76,7 +76,8 @@ TEST(NcclErrors, ClassesReachTheCallerAndTheOpsAfterThroughTheProgressQueue) {
   const std::string error = typeid(Error).name();
   EXPECT_EQ(types_raised(ncclRemoteError), std::make_pair(network, network));
   EXPECT_EQ(types_raised(ncclSystemError), std::make_pair(network, network));
-  EXPECT_EQ(types_raised(static_cast<ncclResult_t>(kNcclTimeout)), std::make_pair(timeout, timeout));
+  EXPECT_EQ(types_raised(static_cast<ncclResult_t>(kNcclTimeout)),
+            std::make_pair(timeout, timeout));
   EXPECT_EQ(types_raised(ncclInvalidUsage), std::make_pair(invalid, invalid));
   EXPECT_EQ(types_raised(ncclInternalError), std::make_pair(error, error));
 }

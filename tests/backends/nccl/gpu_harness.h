@@ -13,9 +13,9 @@
 #include "backends/nccl/cuda_util.h"
 #include "lockstep/group/init.h"
 #include "lockstep/store/hash_store.h"
+#include "support/messages.h"
 #include "support/spawn.h"
 #include "support/typed_buffer.h"
-#include "support/messages.h"
 
 // Skips the test, saying why, unless this process sees at least n CUDA devices.
 #define LOCKSTEP_REQUIRE_GPUS(n)                                                       \

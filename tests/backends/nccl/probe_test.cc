@@ -38,10 +38,14 @@ class DeviceBytes {
   size_t n_;
 };
 
-std::shared_ptr<ProcessGroup> solo_group(const std::string& name, std::chrono::milliseconds t = 60s) {
+std::shared_ptr<ProcessGroup> solo_group(const std::string& name,
+                                         std::chrono::milliseconds t = 60s) {
   nccl::check_cuda(cudaSetDevice(0), "cudaSetDevice");
-  return init_process_group({.backend = "nccl", .rank = 0, .world_size = 1,
-                             .store = std::make_shared<HashStore>(), .timeout = t,
+  return init_process_group({.backend = "nccl",
+                             .rank = 0,
+                             .world_size = 1,
+                             .store = std::make_shared<HashStore>(),
+                             .timeout = t,
                              .group_name = name});
 }
 
@@ -67,8 +71,13 @@ TEST(NcclProbe, StreamOrderAfterTheCallersDeviceWork) {
 
 GroupConfig lonely_config(const std::shared_ptr<Store>& store, const std::string& name,
                           std::chrono::milliseconds timeout) {
-  return GroupConfig{.name = name, .rank = 0, .size = 2, .store = store, .backend = "nccl",
-                     .timeout = timeout, .advertise_address = "127.0.0.1",
+  return GroupConfig{.name = name,
+                     .rank = 0,
+                     .size = 2,
+                     .store = store,
+                     .backend = "nccl",
+                     .timeout = timeout,
+                     .advertise_address = "127.0.0.1",
                      .hostname = "localhost"};
 }
 

@@ -57,8 +57,8 @@ TEST(NcclChild, DISABLED_Collectives) {
   std::vector<P2POp> batch = {P2POp::recv(dt.view(), peer), P2POp::send(dm.view(), peer)};
   pg->batch_isend_irecv(batch)->wait();
   dt.download();
-  say(detail::concat("RESULT rank=", rank, " sum=", v.get(v.count() - 1), " gathered=",
-                     all.get(0), ",", all.get(1), " received=", theirs.get(0)));
+  say(detail::concat("RESULT rank=", rank, " sum=", v.get(v.count() - 1), " gathered=", all.get(0),
+                     ",", all.get(1), " received=", theirs.get(0)));
 }
 
 TEST(NcclChild, DISABLED_KilledPeer) {
@@ -113,8 +113,10 @@ TEST(NcclProcess, EachProcessOnItsOwnGpuRunsCollectivesAndABatch) {
     ProcessResult p = children[static_cast<size_t>(r)].wait(90s);
     ASSERT_FALSE(p.timed_out) << p.output;
     EXPECT_EQ(p.exit_code, 0) << p.output;
-    EXPECT_TRUE(contains(p.output, detail::concat("RESULT rank=", r, " sum=3 gathered=3,3 "
-                                                  "received=", 101 - r)))
+    EXPECT_TRUE(contains(p.output, detail::concat("RESULT rank=", r,
+                                                  " sum=3 gathered=3,3 "
+                                                  "received=",
+                                                  101 - r)))
         << p.output;
   }
 }

@@ -25,17 +25,19 @@ void refusals(ProcessGroup& pg) {
   BufferView cuda_w{w.data(), w.size(), DType::f32, Device::cuda(0)};
   const int peer = 1 - pg.rank();
   const std::string me = "rank " + std::to_string(pg.rank());
-  expect_error_naming<InvalidArgument>([&] { (void)pg.all_reduce(cuda_v); },
-                                      {"all_reduce: " + me + " passed a cuda:0 buffer",
-                                       "sees no CUDA device"});
+  expect_error_naming<InvalidArgument>(
+      [&] { (void)pg.all_reduce(cuda_v); },
+      {"all_reduce: " + me + " passed a cuda:0 buffer", "sees no CUDA device"});
   std::vector<P2POp> batch = {P2POp::recv(cuda_w, peer), P2POp::send(cuda_v, peer)};
-  expect_error_naming<InvalidArgument>([&] { (void)pg.batch_isend_irecv(batch); },
-                                      {"batch_isend_irecv: " + me + " passed a cuda:0 buffer",
-                                       "sees no CUDA device"});
+  expect_error_naming<InvalidArgument>(
+      [&] { (void)pg.batch_isend_irecv(batch); },
+      {"batch_isend_irecv: " + me + " passed a cuda:0 buffer", "sees no CUDA device"});
   std::vector<P2POp> mixed = {P2POp::recv(view(w), peer), P2POp::send(cuda_v, peer)};
   expect_error_naming<InvalidArgument>([&] { (void)pg.batch_isend_irecv(mixed); },
-                                      {"batch_isend_irecv: " + me + " mixed 1 CUDA buffer(s) "
-                                       "with 1 host buffer(s)", "split it into two batches"});
+                                       {"batch_isend_irecv: " + me +
+                                            " mixed 1 CUDA buffer(s) "
+                                            "with 1 host buffer(s)",
+                                        "split it into two batches"});
   pg.all_reduce(view(v))->wait();  // the group is intact, and numbering too
   EXPECT_EQ(v[0], 2.0f);
 }

@@ -19,8 +19,12 @@ namespace {
 
 // Stream and event handles are opaque pointers: fake ones are distinct addresses never
 // dereferenced.
-cudaStream_t fake_stream(uintptr_t n) { return reinterpret_cast<cudaStream_t>(0x1000 + n); }
-cudaEvent_t fake_event(uintptr_t n) { return reinterpret_cast<cudaEvent_t>(0x2000 + n); }
+cudaStream_t fake_stream(uintptr_t n) {
+  return reinterpret_cast<cudaStream_t>(0x1000 + n);
+}
+cudaEvent_t fake_event(uintptr_t n) {
+  return reinterpret_cast<cudaEvent_t>(0x2000 + n);
+}
 
 class RecordingStreams final : public StreamApi {
  public:
@@ -118,7 +122,9 @@ TEST(NcclStreamOrder, AFailedRecordNamesTheOpFreesTheEventAndRestoresTheDevice) 
 
 // The default source is the legacy default stream, which CUDA orders after every blocking
 // stream of the device; a framework can install its own, and null restores the default.
-void* framework_stream(int device) { return fake_stream(100 + static_cast<uintptr_t>(device)); }
+void* framework_stream(int device) {
+  return fake_stream(100 + static_cast<uintptr_t>(device));
+}
 
 TEST(NcclStreamOrder, TheCurrentStreamDefaultsToTheLegacyStreamAndCanBeReplaced) {
   StreamApi& api = cuda_stream_api();

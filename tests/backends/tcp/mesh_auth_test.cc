@@ -15,8 +15,8 @@
 #include "core/fnv1a.h"
 #include "lockstep/core/error.h"
 #include "lockstep/store/hash_store.h"
-#include "net/peer_auth.h"
 #include "net/listener_record.h"
+#include "net/peer_auth.h"
 #include "net/socket.h"
 #include "support/messages.h"
 #include "support/spawn.h"
@@ -55,8 +55,8 @@ TEST(MeshAuth, ARankWithAnotherSecretGetsAnAuthErrorAtOnce) {
     const std::string secret = rank == 1 ? "another secret" : "the job's secret";
     const auto start = Clock::now();
     try {
-      auto backend = tcp::make_tcp_backend(config_for("differs", rank, 2, store,
-                                                      rank == 0 ? 3s : 30s, secret));
+      auto backend = tcp::make_tcp_backend(
+          config_for("differs", rank, 2, store, rank == 0 ? 3s : 30s, secret));
       ADD_FAILURE() << "rank " << rank << " connected";
     } catch (const AuthError& e) {
       EXPECT_EQ(rank, 1) << e.what();
@@ -103,8 +103,11 @@ TEST(MeshAuth, AnOutsiderWithoutTheSecretIsRefusedAndTheJobGoesOn) {
       net::Fd fd = net::connect_tcp("127.0.0.1", port, d, false);
       // The data plane's hello (src/net/hello.h), as an outsider that knows the format sends it:
       // "a proof follows".
-      net::Hello h{.service = net::Service::mesh, .flags = net::kHasSecret,
-                   .group_hash = fnv1a("outsider"), .size = 2, .rank = 1};
+      net::Hello h{.service = net::Service::mesh,
+                   .flags = net::kHasSecret,
+                   .group_hash = fnv1a("outsider"),
+                   .size = 2,
+                   .rank = 1};
       auth::ConnectProof forged;
       forged.nonce.fill(7);
       forged.proof.fill(9);

@@ -14,8 +14,8 @@
 #include "lockstep/store/hash_store.h"
 #include "net/listener_record.h"
 #include "net/socket.h"
-#include "support/spawn.h"
 #include "support/messages.h"
+#include "support/spawn.h"
 #include "tcp_test_util.h"
 
 namespace lockstep::testing {
@@ -23,7 +23,8 @@ namespace {
 
 // Connects to rank 0's published port and sends what a confused client would.
 void send_junk(Store& store, const std::string& group) {
-  std::string record = store.get(net::listener_key(group, net::Service::mesh, 0), std::chrono::seconds(10));
+  std::string record =
+      store.get(net::listener_key(group, net::Service::mesh, 0), std::chrono::seconds(10));
   std::string hostport = record.substr(0, record.find('|'));
   auto port = static_cast<uint16_t>(std::stoi(hostport.substr(hostport.rfind(':') + 1)));
   Deadline d = Deadline::after(std::chrono::seconds(5));

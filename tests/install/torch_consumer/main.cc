@@ -42,8 +42,9 @@ int main() {
   auto reference = make_model();
   auto [x0, y0] = batch(0);
   auto [x1, y1] = batch(1);
-  step(*reference, [&](torch::Tensor x) { return reference(x); }, torch::cat({x0, x1}),
-       torch::cat({y0, y1}));
+  step(
+      *reference, [&](torch::Tensor x) { return reference(x); }, torch::cat({x0, x1}),
+      torch::cat({y0, y1}));
 
   auto store = std::make_shared<lockstep::HashStore>();
   std::vector<torch::Tensor> weights(kWorldSize);
@@ -57,7 +58,8 @@ int main() {
     torch::nn::Linear model = models[static_cast<size_t>(r)];
     lockstep::torch::DistributedDataParallel ddp(model, group);
     auto [x, y] = batch(r);
-    step(*model, [&](torch::Tensor in) { return ddp(in); }, x, y);
+    step(
+        *model, [&](torch::Tensor in) { return ddp(in); }, x, y);
     weights[r] = model->weight.detach().clone();
   });
   if (!ran) return 1;
