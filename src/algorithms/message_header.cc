@@ -1,15 +1,11 @@
 #include "algorithms/message_header.h"
 
-#include "comm/op_kinds.h"
+#include "comm/op_identity.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep {
 
 namespace {
-
-bool has_algorithm_choice(OpKind k) {
-  return k == OpKind::all_reduce || k == OpKind::broadcast;
-}
 
 // A recv matches the peer's send: both sides put kind `send` on the wire.
 OpKind wire_kind(OpKind k) {
@@ -121,15 +117,16 @@ std::optional<std::string> size_mismatch(const MessageHeader& got, const Message
 }  // namespace
 
 MessageHeader data_header(const Op& op, uint64_t payload_bytes) {
+  const OpIdentity id = identity_of(op);
   MessageHeader h;
-  h.kind = wire_kind(op.kind);
-  h.variable = op.variable ? 1 : 0;
-  h.seq = op.seq;
-  h.dtype = op.kind == OpKind::barrier ? DType::f32 : op.dtype;
-  h.reduce_op = is_reducing(op.kind) ? op.reduce_op : ReduceOp::sum;
-  h.root = is_rooted(op.kind) ? op.root : 0;
-  h.tag = op.tag;
-  h.algorithm = has_algorithm_choice(op.kind) ? op.algorithm : Algorithm::automatic;
+  h.kind = wire_kind(id.kind);
+  h.variable = id.variable ? 1 : 0;
+  h.seq = id.seq;
+  h.dtype = id.dtype;
+  h.reduce_op = id.reduce_op;
+  h.root = id.root;
+  h.tag = id.tag;
+  h.algorithm = id.algorithm;
   h.agreed_bytes = op.agreed_bytes();
   // all_to_all_v: each rank's counts are its own (pairs are checked by payload size instead).
   h.counts_checksum = op.kind == OpKind::all_to_all ? 0 : op.counts_checksum();

@@ -1,5 +1,7 @@
 #include "comm/op.h"
 
+#include "comm/op_identity.h"
+
 #include <numeric>
 
 #include "lockstep/core/error.h"
@@ -110,6 +112,17 @@ void reject_p2p(const Op& op, std::string_view where) {
   throw InvalidArgument(detail::concat(op.name(), ": ", where,
                                        " runs collectives only; send and recv go through the "
                                        "group's point-to-point engine"));
+}
+
+OpIdentity identity_of(const Op& op) {
+  return {.seq = op.seq,
+          .kind = op.kind,
+          .variable = op.variable,
+          .dtype = op.kind == OpKind::barrier ? DType::u8 : op.dtype,
+          .reduce_op = is_reducing(op.kind) ? op.reduce_op : ReduceOp::sum,
+          .algorithm = has_algorithm_choice(op.kind) ? op.algorithm : Algorithm::automatic,
+          .root = is_rooted(op.kind) ? op.root : 0,
+          .tag = op.tag};
 }
 
 }  // namespace lockstep

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "comm/op_kinds.h"
+#include "comm/op_identity.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::debug {
@@ -60,14 +60,7 @@ bool is_fingerprinted(OpKind kind) {
 
 Fingerprint fingerprint_of(const Op& op) {
   Fingerprint f;
-  f.seq = op.seq;
-  f.kind = op.kind;
-  f.variable = op.variable;
-  f.dtype = op.kind == OpKind::barrier ? DType::u8 : op.dtype;
-  f.reduce_op = is_reducing(op.kind) ? op.reduce_op : ReduceOp::sum;
-  f.root = is_rooted(op.kind) ? op.root : 0;
-  f.tag = op.tag;
-  if (op.kind == OpKind::all_reduce || op.kind == OpKind::broadcast) f.algorithm = op.algorithm;
+  static_cast<OpIdentity&>(f) = identity_of(op);
   switch (op.kind) {
     case OpKind::all_reduce:
     case OpKind::broadcast:

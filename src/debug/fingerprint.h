@@ -24,18 +24,12 @@
 #include <vector>
 
 #include "comm/op.h"
+#include "comm/op_identity.h"
 
 namespace lockstep::debug {
 
-struct Fingerprint {
-  uint64_t seq = 0;
-  OpKind kind = OpKind::barrier;
-  bool variable = false;
-  DType dtype = DType::u8;
-  ReduceOp reduce_op = ReduceOp::sum;          // reducing ops only, else sum
-  Algorithm algorithm = Algorithm::automatic;  // all_reduce and broadcast only
-  int32_t root = 0;                            // rooted ops only, else 0
-  uint32_t tag = 0;
+// The op's identity (comm/op_identity.h), and its counts.
+struct Fingerprint : OpIdentity {
   std::vector<uint64_t> counts;       // see the normal form above
   std::vector<uint64_t> recv_counts;  // all_to_all_v only
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <numeric>
 
+#include "comm/op_identity.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::debug {
@@ -13,15 +14,6 @@ namespace {
 
 constexpr uint64_t kWriting = ~uint64_t{0};  // a slot's id while its fields change
 constexpr uint64_t kNone = ~uint64_t{0};
-
-bool reduces(OpKind kind) {
-  return kind == OpKind::all_reduce || kind == OpKind::reduce || kind == OpKind::reduce_scatter;
-}
-
-bool rooted(OpKind kind) {
-  return kind == OpKind::broadcast || kind == OpKind::reduce || kind == OpKind::gather ||
-         kind == OpKind::scatter;
-}
 
 // The clock as of the last timer tick (a few ns to read, against about 25 for the precise one on
 // a VM): good enough for when an op was queued, and never later than a precise reading after it.
@@ -113,7 +105,7 @@ uint64_t FlightRecorder::record(const Op& op, OpState state, int64_t enqueued_us
   std::atomic_thread_fence(std::memory_order_release);
   s.seq.store(op.seq, std::memory_order_relaxed);
   s.shape.store(pack_shape(op), std::memory_order_relaxed);
-  s.root.store(rooted(op.kind) ? op.root : -1, std::memory_order_relaxed);
+  s.root.store(is_rooted(op.kind) ? op.root : -1, std::memory_order_relaxed);
   s.peer.store(op.peer, std::memory_order_relaxed);
   s.count.store(elements(op), std::memory_order_relaxed);
   s.state.store(static_cast<uint8_t>(state), std::memory_order_relaxed);
@@ -177,7 +169,7 @@ std::optional<OpRecord> FlightRecorder::read(const Slot& s) const {
              .enqueued_us = s.enqueued_us.load(std::memory_order_relaxed),
              .started_us = s.started_us.load(std::memory_order_relaxed),
              .ended_us = s.ended_us.load(std::memory_order_relaxed)};
-  if (reduces(kind)) r.reduce_op = reduce_op_name(static_cast<ReduceOp>(shape >> 24));
+  if (is_reducing(kind)) r.reduce_op = reduce_op_name(static_cast<ReduceOp>(shape >> 24));
   r.bytes = r.count * element_size(dtype);
   if (kind == OpKind::barrier) r.dtype.clear();
   std::atomic_thread_fence(std::memory_order_acquire);

@@ -12,6 +12,9 @@
 #include "core/coarse_clock.h"
 #include "lockstep/core/error.h"
 #include "net/socket.h"
+#include "shmem/futex.h"
+#include "shmem/processes.h"
+#include "shmem/shared_file.h"
 
 namespace lockstep::p2p {
 
@@ -31,7 +34,7 @@ ShmChannel::ShmChannel(const GroupConfig& config, size_t ring_bytes)
       me_(config.rank),
       n_(config.size),
       own_pid_(static_cast<int>(::getpid())),
-      own_ns_(inbox::pid_namespace()),
+      own_ns_(shmem::pid_namespace()),
       host_(host_name_of(config)),
       peers_(new std::atomic<Mapped*>[static_cast<size_t>(std::max(config.size, 1))]),
       out_(static_cast<size_t>(std::max(config.size, 1))),
@@ -48,7 +51,7 @@ ShmChannel::ShmChannel(const GroupConfig& config, size_t ring_bytes)
     poll_at_[static_cast<size_t>(p)].store(0);
   }
   capacity_ = std::max<uint64_t>(ring_bytes, inbox::page_size());
-  inbox::sweep_stale();
+  shmem::sweep_stale_files();  // inboxes whose creator died before every peer mapped them
   name_ = inbox::make_name();
   base_ = inbox::create(name_, me_, n_, own_pid_, capacity_, bytes_,
                         detail::concat("group '", config.name, "' rank ", me_));
@@ -116,7 +119,7 @@ ShmChannel::Mapped* ShmChannel::map_peer(int peer, Deadline deadline, bool quiet
     throw NetworkError(
         error != ENOENT ? detail::concat(who(peer), ": cannot open its inbox /dev/shm", m->name,
                                          ": ", net::errno_text(error))
-        : m->watch && inbox::pid_gone(m->pid)
+        : m->watch && shmem::pid_gone(m->pid)
             ? detail::concat("rank ", peer, " (pid ", m->pid, " on ", host_, ") died")
             : detail::concat("rank ", peer, " closed its end of the stream"));
   }
@@ -133,7 +136,7 @@ ShmChannel::Mapped* ShmChannel::map_peer(int peer, Deadline deadline, bool quiet
   m->stamp_key = m->header->stamp_key;
   m->ring = &inbox::ring_control(m->header, slot(me_, peer));
   if (m->watch) {
-    m->pidfd = inbox::open_pidfd(m->pid);
+    m->pidfd = shmem::open_pidfd(m->pid);
     m->gone_at_map = m->pidfd < 0 && errno == ESRCH;
   }
   if (m->header->attached.fetch_add(1) + 1 == static_cast<uint32_t>(n_ - 1))
@@ -318,7 +321,7 @@ bool ShmChannel::died(Mapped& m) const {
   const auto now = coarse_now();  // on every progress round: the cheap clock
   if (now < m.next_look) return false;
   m.next_look = now + std::chrono::milliseconds(5);
-  m.dead = m.gone_at_map || (m.pidfd < 0 ? inbox::pid_gone(m.pid) : inbox::pidfd_exited(m.pidfd));
+  m.dead = m.gone_at_map || (m.pidfd < 0 ? shmem::pid_gone(m.pid) : shmem::pidfd_exited(m.pidfd));
   return m.dead;
 }
 
@@ -380,7 +383,7 @@ void ShmChannel::sleep(Clock::time_point until, std::span<const int> want_room) 
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const auto now = Clock::now();
   if (until > now && !ready(want_room))
-    inbox::futex_wait(header_->bell, seq, std::min<Clock::duration>(until - now, kMaxSleep));
+    shmem::futex_wait(header_->bell, seq, std::min<Clock::duration>(until - now, kMaxSleep));
   wake_pending_.store(false, std::memory_order_relaxed);
   for (int p : want_room)
     if (const Mapped* m = p >= 0 && p < n_ && p != me_ ? mapped(p) : nullptr)

@@ -1,5 +1,6 @@
 // The shared-memory inbox under ShmChannel (src/p2p/shm_channel.h): its layout, and the system
-// calls on it (shm_open, mmap, futex, pidfd), so that the channel keeps to its protocol.
+// calls on it (shm_open, mmap; futexes and liveness through src/shmem), so that the channel keeps
+// to its protocol.
 //
 // Layout of the inbox of rank `owner` in a group of `size`, rings of `capacity` bytes:
 //   [0, 256)                     Header
@@ -79,14 +80,9 @@ inline RingControl& ring_control(void* base, size_t slot) {
                                          slot * sizeof(RingControl));
 }
 size_t page_size();
-// This process's pid namespace (the inode of /proc/self/ns/pid; 0 if unknown): pids of processes
-// in another one mean nothing here.
-uint64_t pid_namespace();
 
-// A fresh name, "/lockstep-p2p-<pid>-<random>".
+// A fresh name, "/lockstep-p2p-<pid>-<random>" (src/shmem/shared_file.h).
 std::string make_name();
-// Unlinks the inboxes of processes that no longer exist (their peers never all mapped them).
-void sweep_stale();
 
 // Creates inbox `name` for `rank` of a group of `size` (rings of `capacity` bytes), maps it
 // whole and initialises it. Sets `bytes` to its size. ConfigError on failure (nothing is left).
@@ -99,19 +95,9 @@ Header* map_control(int fd, int rank, int size, size_t& control_bytes);
 // and not as SIGBUS later) and maps it. Null with `error` set on failure.
 std::byte* map_ring(int fd, const Header& header, size_t slot, int& error);
 
-// Sleeps while the word still holds `expected`, at most `timeout`; returns early on a ring, a
-// signal, or a changed value. Shared (not PRIVATE) futexes: waker and sleeper may be in
-// different processes, or map the page at different addresses.
-void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout);
-// Increments the header's bell and wakes whoever sleeps on it.
+// Increments the header's bell and wakes whoever sleeps on it (src/shmem/futex.h: sleepers wait
+// on it with shmem::futex_wait).
 void ring_bell(Header& header);
-
-// Whether pid no longer exists (kill(pid, 0) says ESRCH).
-bool pid_gone(int pid);
-// A pidfd of pid, or -1 (errno: ESRCH when it is gone already).
-int open_pidfd(int pid);
-// Whether the process of the pidfd has exited (zombie or reaped). Never waits.
-bool pidfd_exited(int pidfd);
 
 // Touches every page of a ring once, reading (its reader) or writing (its writer, before the first
 // write: the bytes stay as they are). Some VMs fill their shadow page tables on a page's first

@@ -4,15 +4,12 @@
 #include <thread>
 
 #include "comm/failure.h"
+#include "test_op.h"
 
 namespace lockstep::testing {
 
 Op MemoryRank::op(OpKind kind) {
-  Op o;
-  o.kind = kind;
-  o.seq = ++seq;
-  o.deadline = Deadline::after(std::chrono::seconds(60));
-  return o;
+  return next_test_op(seq, kind);
 }
 
 void MemoryRank::run(const Op& op) {

@@ -5,15 +5,12 @@
 #include "backends/tcp/mesh.h"
 #include "lockstep/store/hash_store.h"
 #include "support/spawn.h"
+#include "test_op.h"
 
 namespace lockstep::testing {
 
 Op MeshRank::op(OpKind kind) {
-  Op o;
-  o.kind = kind;
-  o.seq = ++seq;
-  o.deadline = Deadline::after(std::chrono::seconds(60));
-  return o;
+  return next_test_op(seq, kind);
 }
 
 void MeshRank::run(const Op& op, const std::function<void()>& algorithm) {

@@ -12,10 +12,10 @@
 #include <sstream>
 #include <thread>
 
-#include "debug/flight_recorder_dump.h"
 #include "lockstep/core/error.h"
 #include "lockstep/group/init.h"
 #include "support/child_mode.h"
+#include "support/flight_dumps.h"
 #include "support/subprocess.h"
 #include "support/wait_for.h"
 
@@ -104,20 +104,6 @@ Outcome run_job(const std::string& backend) {
 long long error_ms(const std::string& output) {
   size_t at = output.find("CHILD ERROR after ");
   return at == std::string::npos ? -1 : std::stoll(output.substr(at + 18));
-}
-
-debug::Dump read_dump(const fs::path& dir, int rank) {
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    std::string name = entry.path().filename().string();
-    if (name.rfind("default-rank" + std::to_string(rank) + "-pid", 0) == 0) {
-      std::ifstream in(entry.path());
-      std::stringstream text;
-      text << in.rdbuf();
-      return debug::dump_from_json(text.str(), name);
-    }
-  }
-  ADD_FAILURE() << "no dump of rank " << rank << " in " << dir;
-  return {};
 }
 
 class Timeout : public ::testing::TestWithParam<std::string> {};

@@ -12,9 +12,9 @@
 #include <sstream>
 #include <thread>
 
-#include "debug/flight_recorder_dump.h"
 #include "lockstep/group/init.h"
 #include "support/child_mode.h"
+#include "support/flight_dumps.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -50,19 +50,6 @@ TEST(P2PRecordChild, DISABLED_Main) {
     for (int i = 0; i < 3000 && !has_dump_of(dir, 1); ++i) std::this_thread::sleep_for(10ms);
   }
   ::raise(SIGTERM);
-}
-
-debug::Dump read_dump(const fs::path& dir, int rank) {
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("default-rank" + std::to_string(rank) + "-pid", 0) != 0) continue;
-    std::ifstream in(entry.path());
-    std::stringstream text;
-    text << in.rdbuf();
-    return debug::dump_from_json(text.str(), name);
-  }
-  ADD_FAILURE() << "no dump of rank " << rank << " in " << dir;
-  return {};
 }
 
 const debug::OpRecord* find(const debug::Dump& d, const std::string& op, uint64_t seq) {

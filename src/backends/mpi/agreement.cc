@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/mpi/errors.h"
+#include "comm/op_identity.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::mpi {
@@ -19,24 +20,15 @@ static_assert(kFields == kDescriptorFields);
 constexpr const char* kFieldNames[kFields] = {
     "op", "op", "sequence number", "dtype", "reduce op", "root", "byte count", "counts array"};
 
-bool reduces(OpKind k) {
-  return k == OpKind::all_reduce || k == OpKind::reduce || k == OpKind::reduce_scatter;
-}
-bool rooted(OpKind k) {
-  return k == OpKind::broadcast || k == OpKind::reduce || k == OpKind::gather ||
-         k == OpKind::scatter;
-}
-
 }  // namespace
 
 Descriptor describe(const Op& op) {
   uint64_t bytes = op.agreed_bytes();
   if (op.kind == OpKind::all_to_all && !op.variable && !op.counts.empty())
     bytes = op.counts[0] * element_size(op.dtype);
-  const bool typed = op.kind != OpKind::barrier;
-  return {static_cast<int64_t>(op.kind), op.variable, static_cast<int64_t>(op.seq),
-          typed ? static_cast<int64_t>(op.dtype) : 0,
-          reduces(op.kind) ? static_cast<int64_t>(op.reduce_op) : 0, rooted(op.kind) ? op.root : 0,
+  const OpIdentity id = identity_of(op);  // fields that do not apply are zero
+  return {static_cast<int64_t>(id.kind), id.variable, static_cast<int64_t>(id.seq),
+          static_cast<int64_t>(id.dtype), static_cast<int64_t>(id.reduce_op), id.root,
           static_cast<int64_t>(bytes),
           // all_to_all_v's counts differ by rank by design: check_pairs checks them.
           op.kind == OpKind::all_to_all ? 0 : op.counts_checksum()};
@@ -50,8 +42,9 @@ std::string text_of(const Descriptor& d) {
   std::string t = detail::concat(op_kind_name(kind), d[kVariable] ? "_v" : "", " #", d[kSeq]);
   if (kind == OpKind::barrier) return t;
   t += detail::concat(" (", dtype_name(static_cast<DType>(d[kDType])));
-  if (reduces(kind)) t += detail::concat(", ", reduce_op_name(static_cast<ReduceOp>(d[kReduceOp])));
-  if (rooted(kind)) t += detail::concat(", root ", d[kRoot]);
+  if (is_reducing(kind))
+    t += detail::concat(", ", reduce_op_name(static_cast<ReduceOp>(d[kReduceOp])));
+  if (is_rooted(kind)) t += detail::concat(", root ", d[kRoot]);
   return t + detail::concat(", ", d[kBytes], " bytes)");
 }
 

@@ -12,7 +12,7 @@
 #include "backends/nccl/communicator.h"
 #include "backends/nccl/cuda_util.h"
 #include "backends/nccl/stream_order.h"
-#include "comm/op_kinds.h"
+#include "comm/op_identity.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep {

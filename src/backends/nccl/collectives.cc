@@ -5,7 +5,7 @@
 
 #include "backends/nccl/cuda_util.h"
 #include "backends/nccl/nccl_types.h"
-#include "comm/op_kinds.h"
+#include "comm/op_identity.h"
 #include "lockstep/core/error.h"
 
 namespace lockstep::nccl {

@@ -1,20 +1,16 @@
 #include "backends/shm/peers.h"
 
 #include <poll.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/log.h"
 #include "lockstep/core/error.h"
 #include "net/socket.h"
+#include "shmem/processes.h"
 
 namespace lockstep::shm {
 
 namespace {
-
-int open_pidfd(int pid) {
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-}
 
 std::string header_name(const MessageHeader& h) {
   std::string s(op_kind_name(h.kind));
@@ -31,7 +27,7 @@ Peers::Peers(const SegmentView& segment, int rank, std::string host)
   for (int r = 0; r < segment.size(); ++r) {
     const int pid = segment.control(r).pid.load();
     if (r == rank || pid == own_pid) continue;
-    int fd = open_pidfd(pid);
+    int fd = shmem::open_pidfd(pid);
     if (fd < 0) {
       // ESRCH: the rank is already gone; anything else (another pid namespace): not watchable.
       log_warning("shm group '", segment.header().group, "': cannot watch ", describe(r), ": ",

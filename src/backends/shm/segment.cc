@@ -1,8 +1,6 @@
 #include "backends/shm/segment.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -12,57 +10,24 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
-#include <random>
 
-#include "backends/shm/futex.h"
 #include "core/log.h"
 #include "lockstep/core/error.h"
 #include "net/socket.h"
+#include "shmem/futex.h"
+#include "shmem/shared_file.h"
 
 namespace lockstep::shm {
 
 namespace {
 
-constexpr const char* kDir = "/dev/shm";
+constexpr const char* kDir = shmem::kSharedDir;
 constexpr const char* kErrorPrefix = "error:";
 
 std::string mib(uint64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
   return text;
-}
-
-// "lockstep-<group>-<pid>-<token>", with the group's '/' and other odd characters as '_'.
-std::string make_name(const std::string& group) {
-  std::string clean;
-  for (char c : group.substr(0, 100))
-    clean += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  std::random_device rd;
-  uint64_t token = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  char tail[48];
-  std::snprintf(tail, sizeof tail, "-%d-%016llx", static_cast<int>(::getpid()),
-                static_cast<unsigned long long>(token));
-  return kSegmentPrefix + clean + tail;
-}
-
-// Removes segments whose creator died before every rank had mapped them (they are otherwise
-// unlinked at once). The creator's pid is the second-to-last field of the name.
-void sweep_stale() {
-  DIR* dir = ::opendir(kDir);
-  if (!dir) return;
-  while (dirent* e = ::readdir(dir)) {
-    std::string name = e->d_name;
-    if (name.rfind(kSegmentPrefix, 0) != 0) continue;
-    size_t last = name.rfind('-');
-    size_t before = last == std::string::npos ? std::string::npos : name.rfind('-', last - 1);
-    if (before == std::string::npos) continue;
-    int pid = std::atoi(name.substr(before + 1, last - before - 1).c_str());
-    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) {
-      ::unlinkat(::dirfd(dir), name.c_str(), 0);
-      log_warning("removed /dev/shm/", name, ": its creator (pid ", pid, ") died during setup");
-    }
-  }
-  ::closedir(dir);
 }
 
 [[noreturn]] void throw_no_space(const SegmentOptions& o, const SharedFile& f, int error) {
@@ -81,28 +46,21 @@ void sweep_stale() {
       "), or use the tcp backend"));
 }
 
-void* map_fd(int fd, size_t bytes) {
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  return base == MAP_FAILED ? nullptr : base;
-}
-
-// Rank 0: creates, sizes, maps and initialises the file's header. Returns the mapping.
-void* create(const SegmentOptions& o, const SharedFile& f, const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0)
+// Rank 0: creates, sizes (every byte reserved), maps and initialises the file's header. Returns
+// the mapping.
+void* create(const SegmentOptions& o, const SharedFile& f, const std::string& name) {
+  const std::string path = shmem::shared_file_path(name);
+  const shmem::CreatedFile c = shmem::create_shared_file(name, f.bytes, f.bytes, true);
+  if (!c.created)
     throw ConfigError(detail::concat("group '", o.group, "': cannot create ", path, ": ",
-                                     net::errno_text(errno), ". Fix: check that ", kDir,
+                                     net::errno_text(c.error), ". Fix: check that ", kDir,
                                      " exists and is writable, or use the tcp backend"));
-  int error = ::posix_fallocate(fd, 0, static_cast<off_t>(f.bytes));
-  void* base = error == 0 ? map_fd(fd, f.bytes) : nullptr;
-  if (error == 0 && !base) error = errno;
-  ::close(fd);
-  if (!base) {
-    ::unlink(path.c_str());
-    if (error == ENOSPC) throw_no_space(o, f, error);
+  if (!c.base) {
+    if (c.error == ENOSPC) throw_no_space(o, f, c.error);
     throw ConfigError(detail::concat("group '", o.group, "': cannot size or map ", path, " (",
-                                     f.bytes, " bytes): ", net::errno_text(error)));
+                                     f.bytes, " bytes): ", net::errno_text(c.error)));
   }
+  void* base = c.base;
   auto* h = new (base) SegmentHeader();
   h->magic = f.magic;
   h->version = kLayoutVersion;
@@ -122,7 +80,7 @@ void* open_existing(const SegmentOptions& o, const SharedFile& f, const std::str
                                       "hosts? the shm backend needs one host; use tcp otherwise)"));
   struct stat st {};
   void* base = ::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == f.bytes
-                   ? map_fd(fd, f.bytes)
+                   ? shmem::map_shared(fd, f.bytes, 0, MAP_POPULATE)
                    : nullptr;
   ::close(fd);
   auto* h = static_cast<SegmentHeader*>(base);
@@ -153,9 +111,9 @@ void wait_all_attached(std::byte* base, const SegmentOptions& o, const SharedFil
     }
     h.attached_waiters.fetch_add(1);
     if (h.attached.load() == seen)
-      futex_wait(h.attached, seen,
-                 std::min<std::chrono::nanoseconds>(o.deadline.remaining(),
-                                                    std::chrono::milliseconds(100)));
+      shmem::futex_wait(h.attached, seen,
+                        std::min<std::chrono::nanoseconds>(o.deadline.remaining(),
+                                                           std::chrono::milliseconds(100)));
     h.attached_waiters.fetch_sub(1);
   }
 }
@@ -166,10 +124,11 @@ SharedMapping attach_shared_file(const SegmentOptions& o, const SharedFile& f) {
   std::string path;
   void* mapped = nullptr;
   if (o.rank == 0) {
-    sweep_stale();
-    path = std::string(kDir) + "/" + make_name(f.tag);
+    shmem::sweep_stale_files();
+    const std::string name = shmem::shared_file_name(f.tag);
+    path = shmem::shared_file_path(name);
     try {
-      mapped = create(o, f, path);
+      mapped = create(o, f, name);
     } catch (const Error& e) {
       o.store->set(f.key, kErrorPrefix + std::string(e.what()));
       throw;
@@ -187,7 +146,7 @@ SharedMapping attach_shared_file(const SegmentOptions& o, const SharedFile& f) {
   f.mark_present(base);
   if (h.attached.fetch_add(1) + 1 == static_cast<uint32_t>(o.size)) {
     ::unlink(path.c_str());
-    futex_wake_all(h.attached);
+    shmem::futex_wake_all(h.attached);
   }
   try {
     wait_all_attached(base, o, f, path);

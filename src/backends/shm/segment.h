@@ -20,9 +20,6 @@
 
 namespace lockstep::shm {
 
-// The prefix of every segment name in /dev/shm.
-inline constexpr const char* kSegmentPrefix = "lockstep-";
-
 struct SegmentOptions {
   std::string group;  // the group's name (unique in the job)
   int rank = 0;

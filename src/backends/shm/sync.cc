@@ -5,8 +5,8 @@
 
 #include <cstdio>
 
-#include "backends/shm/futex.h"
 #include "lockstep/core/error.h"
+#include "shmem/futex.h"
 
 namespace lockstep::shm {
 
@@ -53,7 +53,7 @@ Sync::Sync(const SegmentView& segment, const Peers& peers, bool oversubscribed)
 
 void Sync::advance(std::atomic<uint32_t>& word, const std::atomic<uint32_t>& waiters) {
   word.fetch_add(1);  // a full barrier: the data before it, and the waiters load after it
-  if (waiters.load() != 0) futex_wake_all(word);
+  if (waiters.load() != 0) shmem::futex_wake_all(word);
 }
 
 void Sync::bump() {
@@ -86,7 +86,7 @@ void Sync::wait_word(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& w
     const uint32_t seen = word.load();
     if (!reached(seen, target)) {
       auto left = op.deadline.at() - Clock::now();
-      futex_wait(futex_word, seen, std::min<std::chrono::nanoseconds>(left, kHealthSlice));
+      shmem::futex_wait(futex_word, seen, std::min<std::chrono::nanoseconds>(left, kHealthSlice));
     }
     waiters.fetch_sub(1);
     if (done()) return;
@@ -179,7 +179,7 @@ void Sync::wake_everyone() const {
   const int n = segment_.size();
   for (int r = 0; r < n; ++r) {
     RankControl& c = segment_.control(r);
-    futex_wake_all(c.step);
+    shmem::futex_wake_all(c.step);
   }
 }
 

@@ -21,6 +21,7 @@
 #include "lockstep/core/error.h"
 #include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
+#include "shmem/shared_file.h"
 #include "support/child_job.h"
 
 namespace lockstep::testing {
@@ -33,7 +34,7 @@ inline std::vector<std::string> segments_created_by(const std::vector<pid_t>& pi
   if (!dir) return found;
   while (dirent* e = ::readdir(dir)) {
     std::string name = e->d_name;
-    if (name.rfind(shm::kSegmentPrefix, 0) != 0) continue;
+    if (name.rfind(shmem::kSharedPrefix, 0) != 0) continue;
     for (pid_t pid : pids)
       if (name.find("-" + std::to_string(pid) + "-") != std::string::npos) found.push_back(name);
   }

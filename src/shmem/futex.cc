@@ -1,4 +1,4 @@
-#include "backends/shm/futex.h"
+#include "shmem/futex.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -7,7 +7,7 @@
 
 #include <climits>
 
-namespace lockstep::shm {
+namespace lockstep::shmem {
 
 void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout) {
   if (timeout.count() <= 0) return;
@@ -22,4 +22,4 @@ void futex_wake_all(std::atomic<uint32_t>& word) {
             0);
 }
 
-}  // namespace lockstep::shm
+}  // namespace lockstep::shmem

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <cstdint>
 
-namespace lockstep::shm {
+namespace lockstep::shmem {
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain 32-bit words");
 static_assert(sizeof(std::atomic<uint32_t>) == 4, "futex words must be plain 32-bit words");
@@ -20,4 +20,4 @@ void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nan
 // Wakes every waiter sleeping on word.
 void futex_wake_all(std::atomic<uint32_t>& word);
 
-}  // namespace lockstep::shm
+}  // namespace lockstep::shmem
