@@ -184,8 +184,13 @@ TEST(LauncherPythonRestart, FailsOnAttemptZeroAndSucceedsOnAttemptOne) {
   EXPECT_NE(r.process.output.find("the job succeeded on attempt 1 after 1 restart(s)"),
             std::string::npos)
       << r.process.output;
-  EXPECT_NE(r.process.output.find("attempt 0: rank 1 (local rank 1) exited with code 1 on "),
-            std::string::npos)
+  // The rank exits with code 1 after its traceback, or, now and then under load, torch's gloo
+  // aborts in its teardown after it ("terminate called without an active exception"): either way
+  // the summary names the rank and its Python error.
+  EXPECT_TRUE(r.process.output.find("attempt 0: rank 1 (local rank 1) exited with code 1 on ") !=
+                  std::string::npos ||
+              r.process.output.find("attempt 0: rank 1 (local rank 1) was killed by SIGABRT") !=
+                  std::string::npos)
       << r.process.output;
   EXPECT_NE(r.process.output.find(": RuntimeError: rank 1 exploded on purpose (at "),
             std::string::npos)
