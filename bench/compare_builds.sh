@@ -39,7 +39,7 @@ for backend in "${backends[@]}"; do
       read -r am alo ahi <<< "$(stats "${a[@]}")"
       read -r bm blo bhi <<< "$(stats "${b[@]}")"
       printf '%-6s %-10s %10s %22s %22s %7.2f\n' "$backend" "$op" "$bytes" \
-        "$am ($alo-$ahi)" "$bm ($blo-$bhi)" "$(awk -v x="$bm" -v y="$am" 'BEGIN { print y > 0 ? x / y : 0 }')"
+        "$am ($alo-$ahi)" "$bm ($blo-$bhi)" "$(awk -v x="$bm" -v y="$am" 'BEGIN { print (y > 0 ? x / y : 0) }')"
     done
   done
 done

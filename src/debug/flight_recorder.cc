@@ -124,30 +124,30 @@ uint64_t FlightRecorder::on_queued(const Op& op) {
 }
 
 uint64_t FlightRecorder::on_p2p_posted(const Op& op) {
-  const int64_t now = now_us();
+  const int64_t now = coarse_now_us();  // [Recorder cost]: the p2p fast path
   return record(op, OpState::started, now, now);
 }
 
 void FlightRecorder::on_p2p_ended(uint64_t id, bool ok) {
-  set_state(id, ok ? OpState::completed : OpState::failed, false);
+  set_state(id, ok ? OpState::completed : OpState::failed, false, coarse_now_us());
 }
 
-void FlightRecorder::set_state(uint64_t id, OpState state, bool start) {
+void FlightRecorder::set_state(uint64_t id, OpState state, bool start, int64_t at_us) {
   Slot& s = slot(id);
   // More than capacity() ops queued behind this one have overwritten its slot: nothing to update.
   if (s.id.load(std::memory_order_acquire) != id) return;
-  (start ? s.started_us : s.ended_us).store(now_us(), std::memory_order_relaxed);
+  (start ? s.started_us : s.ended_us).store(at_us, std::memory_order_relaxed);
   s.state.store(static_cast<uint8_t>(state), std::memory_order_release);
 }
 
 void FlightRecorder::on_started(const Op& op) {
-  set_state(op.record_id, OpState::started, true);
+  set_state(op.record_id, OpState::started, true, now_us());
   running_.store(op.record_id, std::memory_order_release);
   if (!is_p2p(op.kind)) started_.store(op.seq + 1, std::memory_order_relaxed);
 }
 
 void FlightRecorder::on_ended(const Op& op, bool ok) {
-  set_state(op.record_id, ok ? OpState::completed : OpState::failed, false);
+  set_state(op.record_id, ok ? OpState::completed : OpState::failed, false, now_us());
   running_.store(kNone, std::memory_order_release);
   if (ok && !is_p2p(op.kind)) completed_.store(op.seq + 1, std::memory_order_relaxed);
 }
