@@ -7,6 +7,7 @@
 // precise one when started and ended. A send or recv of the p2p engine reads only the coarse
 // clock, when posted and when ended: its fast path is a microsecond or two per shm round trip, of
 // which two precise readings per op were a measurable share. Its times are good to a timer tick.
+// Strings are made only by snapshot(), which the watchdog and the dump call, never the op path.
 //
 // Thread-safety: on_queued and on_p2p_posted are called by the issuing thread (under the group's
 // issue lock, so one at a time); on_started/on_ended by whichever thread runs the op (one at a
