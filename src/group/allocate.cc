@@ -71,7 +71,7 @@ SharedBuffer ProcessGroup::allocate(size_t bytes, std::chrono::milliseconds time
     std::lock_guard<std::mutex> lock(impl_->issue_mu);
     index = impl_->allocations++;
   }
-  if (timeout.count() < 0) timeout = impl_->config.timeout;
+  timeout = impl_->timeout_or_group(timeout);
   const Deadline deadline = Deadline::after(timeout);
   const std::vector<uint64_t> sizes =
       exchange_sizes(*impl_->config.store, impl_->config, index, bytes, timeout);

@@ -44,10 +44,10 @@ Op op_of(const P2POp& p, int peer, const ConstBufferView& buffer) {
           .device = buffer.device};
 }
 
-// Whether a batch goes through the progress queue: every op on a CUDA buffer, or no engine at
-// all. A batch that mixes host and CUDA buffers is refused: its two halves would progress on
+// Whether the ops' buffers are CUDA memory (then nccl moves them, through the progress queue).
+// A batch that mixes host and CUDA buffers is refused: its two halves would progress on
 // different paths, so the batch could not complete as one.
-bool batch_through_queue(std::span<const Op> ops, bool has_engine, int rank) {
+bool on_cuda(std::span<const Op> ops, int rank) {
   size_t cuda = 0;
   for (const Op& op : ops)
     if (op.device.is_cuda()) ++cuda;
@@ -55,7 +55,7 @@ bool batch_through_queue(std::span<const Op> ops, bool has_engine, int rank) {
                    rank, " mixed ", cuda, " CUDA buffer(s) with ", ops.size() - cuda,
                    " host buffer(s) in one batch; a batch runs on one path (nccl for CUDA "
                    "buffers, the p2p engine for host ones), so split it into two batches");
-  return !has_engine || cuda > 0;
+  return cuda > 0;
 }
 
 }  // namespace
@@ -101,15 +101,12 @@ ConstBufferView ProcessGroup::Impl::check_p2p(const P2POp& op, bool any_source) 
 
 WorkPtr ProcessGroup::Impl::enqueue_p2p(std::span<Op> ops, std::chrono::milliseconds timeout,
                                         bool batch) {
-  const bool engine = p2p != nullptr && !batch_through_queue(ops, p2p != nullptr, config.rank);
-  for (const Op& op : ops) {
-    if (engine) continue;  // host memory: every backend's engine moves it
-    std::string problem = backend->device_problem(op.device);
-    LOCKSTEP_ENFORCE(problem.empty(), InvalidArgument,
-                     batch ? "batch_isend_irecv" : std::string(op_kind_name(op.kind)), ": rank ",
-                     config.rank, " passed a ", device_name(op.device), " buffer",
-                     batch ? detail::concat(" to ", op_kind_name(op.kind)) : "", ", but ", problem);
-  }
+  // Host memory goes to the engine, which every backend's channel moves.
+  const bool engine = p2p != nullptr && !on_cuda(ops, config.rank);
+  if (!engine)
+    for (const Op& op : ops)
+      check_device(op, batch ? "batch_isend_irecv" : op_kind_name(op.kind),
+                   batch ? detail::concat(" to ", op_kind_name(op.kind)) : "");
   const auto number = [&](Op& op, std::vector<uint64_t>& sends, std::vector<uint64_t>& recvs,
                           uint64_t& any) -> uint64_t& {
     if (op.peer == p2p::kAnySource) return any;
@@ -153,7 +150,7 @@ WorkPtr ProcessGroup::Impl::enqueue_p2p(std::span<Op> ops, std::chrono::millisec
                        engine ? names : std::to_string(ops.size()) + " sends and recvs", ")");
   }
   if (!engine) {
-    const Deadline deadline = Deadline::after(timeout.count() < 0 ? config.timeout : timeout);
+    const Deadline deadline = Deadline::after(timeout_or_group(timeout));
     for (Op& op : ops) op.deadline = deadline;
     if (!batch) return queue->push(std::move(ops[0]));
     std::vector<Op> group(std::make_move_iterator(ops.begin()), std::make_move_iterator(ops.end()));
@@ -161,8 +158,7 @@ WorkPtr ProcessGroup::Impl::enqueue_p2p(std::span<Op> ops, std::chrono::millisec
   }
   if (ops.empty()) return detail::WorkAccess::make_completed(std::move(description));
   // On the cheap clock (every send and recv takes one): never early, at most kCoarseClockLag late.
-  const Deadline deadline(coarse_now() + kCoarseClockLag +
-                          (timeout.count() < 0 ? config.timeout : timeout));
+  const Deadline deadline(coarse_now() + kCoarseClockLag + timeout_or_group(timeout));
   if (watchdog)
     for (Op& op : ops) op.record_id = watchdog->recorder().on_p2p_posted(op);
   lock.unlock();

@@ -140,23 +140,25 @@ const GroupConfig& ProcessGroup::config() const {
 
 WorkPtr ProcessGroup::Impl::enqueue(Op op, std::chrono::milliseconds timeout) {
   if (is_p2p(op.kind)) return enqueue_p2p(std::span(&op, 1), timeout, false);
-  if (op.kind != OpKind::barrier) {  // a barrier has no buffers
-    std::string problem = backend->device_problem(op.device);
-    LOCKSTEP_ENFORCE(problem.empty(), InvalidArgument, op_kind_name(op.kind), ": rank ",
-                     config.rank, " passed a ", device_name(op.device), " buffer, but ", problem);
-  }
+  if (op.kind != OpKind::barrier) check_device(op, op_kind_name(op.kind));  // barrier: no buffers
   std::lock_guard<std::mutex> lock(issue_mu);
-  uint64_t& next = seq;
   // Checked under the number it would get, which it only takes when the checks pass: a call
   // rejected here leaves the group's numbering, and so the group, as it was.
-  op.seq = next;
+  op.seq = seq;
   validate::algorithm(op);
   backend->check(op);
   backend->prepare(op);
-  ++next;
+  ++seq;
   if (issue_order && debug::is_fingerprinted(op.kind)) op.prior_issues = issue_order->note();
-  op.deadline = Deadline::after(timeout.count() < 0 ? config.timeout : timeout);
+  op.deadline = Deadline::after(timeout_or_group(timeout));
   return queue->push(std::move(op));
+}
+
+void ProcessGroup::Impl::check_device(const Op& op, std::string_view call,
+                                      std::string_view context) const {
+  const std::string problem = backend->device_problem(op.device);
+  LOCKSTEP_ENFORCE(problem.empty(), InvalidArgument, call, ": rank ", config.rank, " passed a ",
+                   device_name(op.device), " buffer", context, ", but ", problem);
 }
 
 WorkPtr ProcessGroup::broadcast(BufferView buffer, const BroadcastOptions& o) {
@@ -457,12 +459,11 @@ void ProcessGroup::monitored_barrier(std::chrono::milliseconds timeout) {
     std::lock_guard<std::mutex> lock(impl_->issue_mu);
     index = impl_->monitored_barriers++;
   }
-  debug::monitored_barrier(*impl_->config.store,
-                           {.group = impl_->config.name,
-                            .rank = rank(),
-                            .size = size(),
-                            .index = index,
-                            .timeout = timeout.count() < 0 ? impl_->config.timeout : timeout});
+  debug::monitored_barrier(*impl_->config.store, {.group = impl_->config.name,
+                                                  .rank = rank(),
+                                                  .size = size(),
+                                                  .index = index,
+                                                  .timeout = impl_->timeout_or_group(timeout)});
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks,

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "comm/backend.h"
@@ -38,6 +39,13 @@ struct ProcessGroup::Impl {
 
   // Starts the watchdog (unless LOCKSTEP_FLIGHT_RECORDER_SIZE=0); returns the queue's hooks.
   QueueHooks start_watchdog();
+  // An op's timeout: the given one, or the group's for kGroupTimeout (negative).
+  std::chrono::milliseconds timeout_or_group(std::chrono::milliseconds timeout) const {
+    return timeout.count() < 0 ? config.timeout : timeout;
+  }
+  // Throws InvalidArgument when the backend cannot reach op's buffers: "<call>: rank R passed a
+  // cuda:0 buffer<context>, but <why>".
+  void check_device(const Op& op, std::string_view call, std::string_view context = "") const;
   // The front door of every op: checks it (the backend's check, on the caller's thread), numbers
   // it (the group's sequence, or per pair and direction for p2p), sets its deadline, gives it its
   // flight-recorder entry and hands it on: a collective to the progress queue, a send or recv to

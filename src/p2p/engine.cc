@@ -95,8 +95,7 @@ WorkPtr Engine::post(std::span<Request> requests, Deadline deadline,
     // delay what this rank does next, such as posting the recv of the reply.
     WorkPtr done = detail::WorkAccess::make_completed(description);
     if (state_->send_now(requests[0], deadline)) {
-      if (state_->journal && requests[0].record_id != kNoRecord)
-        state_->journal->on_p2p_ended(requests[0].record_id, true);
+      state_->journal_end(requests[0], true);
       return done;
     }
   }
@@ -400,8 +399,7 @@ bool Engine::State::send_now(const Request& r, Deadline deadline) {
 void Engine::State::op_done(const OpPtr& op, std::exception_ptr error) {
   if (op->done) return;
   op->done = true;
-  if (journal && op->request.record_id != kNoRecord)
-    journal->on_p2p_ended(op->request.record_id, !error);
+  journal_end(op->request, !error);
   Batch& b = *op->batch;
   if (error && !b.error) b.error = error;
   if (op->request.peer == kAnySource && !error && b.ops.size() == 1)

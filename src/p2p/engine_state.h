@@ -153,6 +153,10 @@ struct Engine::State : detail::WaitPoller {
   void queue(int peer, OutFrame frame);
   void queue_text(int peer, FrameKind kind, uint64_t id, const std::string& text);
   void op_done(const OpPtr& op, std::exception_ptr error = nullptr);
+  // Tells the journal that r ended (when there is one and r has an entry in it).
+  void journal_end(const Request& r, bool ok) {
+    if (journal && r.record_id != kNoRecord) journal->on_p2p_ended(r.record_id, ok);
+  }
   void complete_finished(std::unique_lock<std::mutex>& lock);
   void release_retired();
   void start_send(const OpPtr& op);
