@@ -142,8 +142,8 @@ MessageHeader control_header(FrameType frame, uint64_t payload_bytes) {
 }
 
 bool header_is_valid(const MessageHeader& h) {
-  return h.magic == kMessageMagic &&
-         (h.frame == FrameType::data || h.frame == FrameType::abort || h.frame == FrameType::bye);
+  return h.magic == kMessageMagic && (h.frame == FrameType::data || h.frame == FrameType::abort ||
+                                      h.frame == FrameType::bye || h.frame == FrameType::p2p);
 }
 
 std::optional<std::string> header_mismatch(const MessageHeader& got, uint64_t expected_bytes,

@@ -10,6 +10,10 @@
 // Abort and bye frames end a connection: abort carries the sender's error (class and text) as its
 // payload, bye says the sender's group was destroyed in an orderly way.
 //
+// A p2p frame carries bytes of the group's point-to-point stream (src/p2p/channel.h) on the same
+// connection (src/backends/tcp/connection.h): its payload is the next payload_bytes of that
+// stream; one with tag kP2PStreamEnd and no payload ends it in an orderly way.
+//
 // Byte order: host order; every rank of a job runs on little-endian machines.
 #pragma once
 
@@ -24,7 +28,9 @@ namespace lockstep {
 
 inline constexpr uint32_t kMessageMagic = 0x4C4B5350;  // "LKSP"
 
-enum class FrameType : uint8_t { data = 1, abort = 2, bye = 3 };
+enum class FrameType : uint8_t { data = 1, abort = 2, bye = 3, p2p = 4 };
+
+inline constexpr uint32_t kP2PStreamEnd = 1;  // a p2p frame's tag: the stream ends
 
 struct MessageHeader {
   uint32_t magic = kMessageMagic;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "comm/failure.h"
 #include "comm/group_config.h"
 #include "comm/op.h"
+#include "comm/peer_links.h"
 #include "lockstep/comm/shared_buffer.h"
 #include "lockstep/core/deadline.h"
 
@@ -69,6 +71,9 @@ class Backend {
   // teardown sends them no goodbye of its own: a connection to them could only wait out its
   // linger. Any thread. Default: none.
   virtual std::vector<int> unreachable_ranks() const { return {}; }
+  // The connections to the peers that the group's p2p channel shares (comm/peer_links.h), or
+  // null where the channel makes its own. Default: null.
+  virtual std::shared_ptr<PeerLinks> peer_links() const { return nullptr; }
 };
 
 // What the backends that own their peers' connections share: the group's identity (rank, size,

@@ -31,7 +31,7 @@ struct GroupConfig {
   // -1: unknown. Waits spin for a peer only when every rank has a core (src/core/host_cores.h).
   int local_world_size = -1;
   // The job's secret (src/net/auth.h): the group's own connections (the tcp and hier mesh, the
-  // p2p socket channel) prove it in both directions. "": unauthenticated. Never logged.
+  // p2p stream on it) prove it in both directions. "": unauthenticated. Never logged.
   std::string secret;
 };
 

@@ -51,6 +51,8 @@ class FingerprintedBackend final : public Backend {
   }
   void abort(const std::string& reason) override { inner_->abort(reason); }
   void shutdown(Deadline deadline) override { inner_->shutdown(deadline); }
+  std::vector<int> unreachable_ranks() const override { return inner_->unreachable_ranks(); }
+  std::shared_ptr<PeerLinks> peer_links() const override { return inner_->peer_links(); }
 
  private:
   std::unique_ptr<Backend> inner_;

@@ -7,36 +7,36 @@
 #include "backends/hier/hosts.h"
 #include "backends/shm/backend.h"
 #include "backends/tcp/backend.h"
+#include "backends/tcp/mesh_channel.h"
 #include "core/log.h"
 #include "group/backend_registry.h"
 #include "group/optional_backends.h"
 #include "lockstep/core/error.h"
 #include "p2p/shm_channel.h"
-#include "p2p/socket_channel.h"
 
 namespace lockstep {
 
 namespace {
 
-using ChannelFactory = std::unique_ptr<p2p::Channel> (*)(const GroupConfig&);
+using ChannelFactory = std::unique_ptr<p2p::Channel> (*)(const GroupConfig&, const Backend&);
 
 struct BackendEntry {
   const char* name;
   std::unique_ptr<Backend> (*make)(const GroupConfig&);
-  // The byte streams under the group's p2p engine; null where the backend moves its own sends
-  // and recvs (Backend::fuses_p2p: nccl), or where the program lacks the component.
+  // The byte streams under the group's p2p engine, given the backend (whose connections it may
+  // share: Backend::peer_links); null where the backend moves its own sends and recvs
+  // (Backend::fuses_p2p: nccl), or where the program lacks the component.
   ChannelFactory make_channel;
 };
 
-template <class C>
-std::unique_ptr<p2p::Channel> make_channel(const GroupConfig& config) {
-  return std::make_unique<C>(config);
+std::unique_ptr<p2p::Channel> make_shm_channel(const GroupConfig& config, const Backend&) {
+  return std::make_unique<p2p::ShmChannel>(config);
 }
 
 constexpr BackendEntry kBackends[] = {
-    {"tcp", tcp::make_tcp_backend, make_channel<p2p::SocketChannel>},
-    {"shm", make_shm_backend, make_channel<p2p::ShmChannel>},
-    {"hier", make_hier_backend, make_channel<p2p::SocketChannel>},
+    {"tcp", tcp::make_tcp_backend, tcp::make_mesh_channel},
+    {"shm", make_shm_backend, make_shm_channel},
+    {"hier", make_hier_backend, tcp::make_mesh_channel},
 };
 
 // Backends that need one process per rank under mpirun: named explicitly, never chosen by auto,
@@ -113,11 +113,12 @@ std::unique_ptr<Backend> create_backend(const GroupConfig& config) {
 }
 
 std::unique_ptr<p2p::Channel> create_p2p_channel(const GroupConfig& config,
-                                                 const std::string& backend) {
+                                                 const Backend& backend) {
   for (std::span<const BackendEntry> table :
        {std::span<const BackendEntry>(kBackends), std::span<const BackendEntry>(kProcessBackends)})
     for (const BackendEntry& b : table)
-      if (backend == b.name) return b.make_channel ? b.make_channel(config) : nullptr;
+      if (backend.name() == b.name)
+        return b.make_channel ? b.make_channel(config, backend) : nullptr;
   return nullptr;
 }
 

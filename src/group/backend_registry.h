@@ -15,11 +15,11 @@ namespace lockstep {
 // Creates the backend `config.backend` names ("auto" resolves here). Collective over the group:
 // connects to every member through config.store. Throws ConfigError for an unknown name.
 std::unique_ptr<Backend> create_backend(const GroupConfig& config);
-// The byte streams under the p2p engine of a group of `backend` (a resolved name, as
-// Backend::name() says): shared memory for shm, sockets for tcp and hier, MPI for mpi. Null for a
-// backend that moves its own sends and recvs (nccl), or one this program does not link.
-std::unique_ptr<p2p::Channel> create_p2p_channel(const GroupConfig& config,
-                                                 const std::string& backend);
+// The byte streams under the p2p engine of a group whose backend is `backend` (by its resolved
+// name, Backend::name()): shared memory for shm, the mesh's own connections for tcp and hier, MPI
+// for mpi. Null for a backend that moves its own sends and recvs (nccl), or one this program does
+// not link.
+std::unique_ptr<p2p::Channel> create_p2p_channel(const GroupConfig& config, const Backend& backend);
 // The backends this build has ("tcp", "shm", ...), without "auto".
 std::vector<std::string> backend_names();
 // Every backend this build has, including those that need one process per rank (mpi, nccl).

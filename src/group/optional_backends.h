@@ -22,7 +22,8 @@ namespace mpi {
                                                           std::chrono::milliseconds timeout);
 }  // namespace mpi
 // The byte streams of an mpi group's p2p engine (src/backends/mpi/p2p_channel.h).
-[[gnu::weak]] std::unique_ptr<p2p::Channel> make_mpi_p2p_channel(const GroupConfig& config);
+[[gnu::weak]] std::unique_ptr<p2p::Channel> make_mpi_p2p_channel(const GroupConfig& config,
+                                                                 const Backend& backend);
 
 // src/backends/nccl/backend.h
 [[gnu::weak]] std::unique_ptr<Backend> make_nccl_backend(const GroupConfig& config);

@@ -62,7 +62,7 @@ bool on_cuda(std::span<const Op> ops, int rank) {
 
 void ProcessGroup::Impl::start_p2p() {
   if (config.size < 2) return;
-  auto channel = create_p2p_channel(config, backend->name());
+  auto channel = create_p2p_channel(config, *backend);
   if (!channel) return;
   channel->connect_all(Deadline::after(config.timeout));
   log_info("group '", config.name, "': point-to-point over a ", channel->kind(), " channel");

@@ -1,10 +1,9 @@
-// Where a listener binds. Every lockstep listener (the store, the tcp and hier mesh, the p2p
-// socket channel) binds the address it advertises, so that a job told to use 127.0.0.1 listens on
-// loopback alone and a node's listeners are reachable only through the interface peers are told
-// about (torch's TCPStore listens on every interface even then: pytorch/pytorch#173909).
-// LOCKSTEP_BIND_ADDR (or `lockstep run --bind-addr`) overrides; an advertised name this host
-// cannot bind (a NAT address, a name of another host) falls back to every interface, said once at
-// INFO.
+// Where a listener binds. Every lockstep listener (the store, the tcp and hier mesh) binds the
+// address it advertises, so that a job told to use 127.0.0.1 listens on loopback alone and a node's
+// listeners are reachable only through the interface peers are told about (torch's TCPStore listens
+// on every interface even then: pytorch/pytorch#173909). LOCKSTEP_BIND_ADDR (or `lockstep run
+// --bind-addr`) overrides; an advertised name this host cannot bind (a NAT address, a name of
+// another host) falls back to every interface, said once at INFO.
 #pragma once
 
 #include <cstdint>

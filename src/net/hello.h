@@ -1,6 +1,6 @@
-// Hello: the first bytes of every data-plane connection between two ranks of a group, the tcp
-// mesh's (src/backends/tcp/mesh.h) and the p2p socket channel's (src/p2p/socket_channel.h) alike:
-// one wire format and one check of it.
+// Hello: the first bytes of every data-plane connection between two ranks of a group (today the
+// tcp mesh's, src/backends/tcp/mesh.h, which carries the p2p stream too): one wire format and one
+// check of it, with the service it is for.
 //
 // The connector sends it first: magic, version, which service the connection is for, flags
 // (kHasSecret: a ConnectProof follows, src/net/peer_auth.h), the group name's hash, the group's
@@ -19,7 +19,7 @@ namespace lockstep::net {
 // What a data connection carries.
 enum class Service : uint32_t {
   mesh = 1,  // the tcp/hier collective mesh (framed by src/algorithms/message_header.h)
-  p2p = 2,   // one direction of a p2p channel's stream (framed by src/p2p/frames.h)
+  p2p = 2,   // retired: the p2p stream rides the mesh; kept so that such a hello is named
 };
 // "tcp mesh", "p2p".
 const char* service_name(Service service);

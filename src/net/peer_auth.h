@@ -1,9 +1,9 @@
-// Authentication of the data plane's connections (the tcp and hier mesh, the p2p socket channel),
-// with the job's secret (auth.h). Both sides of such a connection already trust the store: each
-// listener publishes its address there together with a fresh challenge (a nonce made for this
-// listener alone), so the connector can prove itself in its very first bytes, with no extra
-// round trip, and no rank ever blocks on a peer's answer before answering its own acceptors (the
-// mesh would deadlock otherwise: rank 1 waiting on rank 0 while rank 0 waits on rank 1).
+// Authentication of the data plane's connections (the tcp and hier mesh, which carries the p2p
+// stream too), with the job's secret (auth.h). Both sides of such a connection already trust the
+// store: each listener publishes its address there together with a fresh challenge (a nonce made
+// for this listener alone), so the connector can prove itself in its very first bytes, with no
+// extra round trip, and no rank ever blocks on a peer's answer before answering its own acceptors
+// (the mesh would deadlock otherwise: rank 1 waiting on rank 0 while rank 0 waits on rank 1).
 //
 // [The exchange] The connector's hello says whether it has a secret; with one it is followed by a
 // ConnectProof: its own nonce and prove(secret, client, listener's nonce, its nonce). The listener

@@ -2,9 +2,9 @@
 // and each peer of a group there are two ordered, reliable streams, one per direction. The engine
 // frames its messages on them (src/p2p/frames.h); a channel only moves bytes.
 //
-// Implementations: SocketChannel (tcp and hier groups: one connection per direction, made by the
-// writer on first use), ShmChannel (shm groups: one shared-memory inbox per rank, with a ring per
-// sender), and the mpi backend's MPI channel.
+// Implementations: MeshChannel (tcp and hier groups: p2p frames on the mesh's own connections,
+// src/backends/tcp/mesh_channel.h), ShmChannel (shm groups: one shared-memory inbox per rank, with
+// a ring per sender), and the mpi backend's MPI channel.
 //
 // [Threads] The engine calls write, read, broken and service under its own lock, so never two at
 // once; but sleep() runs on the engine's thread without that lock, concurrently with those calls

@@ -10,7 +10,7 @@
 // broken(peer): "" while bytes remain to read; then, when the link with the peer was cut, the
 // FaultController's cut reason ("the link between rank 0 and rank 1 was cut by the fault
 // controller"); when the peer closed (its end packet is next), "rank P closed its end of the
-// stream", as the socket channel says. write() toward a cut link throws NetworkError whose text is
+// stream", as the mesh channel says. write() toward a cut link throws NetworkError whose text is
 // the cut reason alone, so that the engine's error for a send is the same whether its write or
 // broken() saw the cut first.
 //

@@ -2,8 +2,8 @@
 
 #include <atomic>
 
-#include "backends/tcp/mesh.h"
 #include "lockstep/store/hash_store.h"
+#include "support/loopback_mesh.h"
 #include "support/spawn.h"
 #include "test_op.h"
 
@@ -28,16 +28,8 @@ void with_mesh(int size, const std::function<void(MeshRank&)>& fn) {
   const std::string group = "mesh" + std::to_string(meshes++);
   auto store = std::make_shared<HashStore>();
   spawn(size, [&](int rank) {
-    auto conns = tcp::connect_mesh({.group = group,
-                                    .rank = rank,
-                                    .size = size,
-                                    .store = store,
-                                    .advertise_address = "127.0.0.1",
-                                    .hostname = "test-host",
-                                    .deadline = Deadline::after(std::chrono::seconds(30))});
-    tcp::TcpTransport transport(
-        std::move(conns),
-        {.group = group, .rank = rank, .size = size, .hostname = "test-host", .store = store});
+    auto transport_ptr = connect_loopback_mesh(group, rank, size, store);
+    tcp::TcpTransport& transport = *transport_ptr;
     MeshRank me{.rank = rank, .size = size, .transport = &transport};
     try {
       fn(me);

@@ -75,6 +75,7 @@ class HierBackend final : public BackendBase {
   }
 
   std::vector<int> unreachable_ranks() const override { return mesh_.unreachable_ranks(); }
+  std::shared_ptr<PeerLinks> peer_links() const override { return mesh_.links(); }
 
  private:
   void tell_peers(ErrorClass error_class, const std::string& reason) override {

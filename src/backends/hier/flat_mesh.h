@@ -36,6 +36,8 @@ class FlatMesh {
   void goodbye(Deadline deadline) { transport_->goodbye(deadline); }
   // TcpTransport::unreachable_ranks. Any thread.
   std::vector<int> unreachable_ranks() const { return transport_->unreachable_ranks(); }
+  // The connections, which the group's p2p channel shares (tcp/mesh_channel.h).
+  std::shared_ptr<tcp::MeshLinks> links() const { return transport_->links(); }
 
  private:
   std::unique_ptr<tcp::TcpTransport> transport_;

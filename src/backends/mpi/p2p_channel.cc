@@ -316,7 +316,7 @@ class MpiChannel final : public p2p::Channel {
 
 }  // namespace
 
-std::unique_ptr<p2p::Channel> make_mpi_p2p_channel(const GroupConfig& config) {
+std::unique_ptr<p2p::Channel> make_mpi_p2p_channel(const GroupConfig& config, const Backend&) {
   return std::make_unique<MpiChannel>(config);
 }
 

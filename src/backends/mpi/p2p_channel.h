@@ -14,6 +14,7 @@
 
 #include <memory>
 
+#include "comm/backend.h"
 #include "comm/group_config.h"
 #include "p2p/channel.h"
 
@@ -21,6 +22,7 @@ namespace lockstep {
 
 // Defined in the mpi component; the composition root reaches it through a weak reference
 // (src/group/optional_backends.h). Collective over the group's members (it makes a communicator).
-std::unique_ptr<p2p::Channel> make_mpi_p2p_channel(const GroupConfig& config);
+std::unique_ptr<p2p::Channel> make_mpi_p2p_channel(const GroupConfig& config,
+                                                   const Backend& backend);
 
 }  // namespace lockstep

@@ -181,6 +181,9 @@ class DeviceRouter final : public Backend {
     return host_->allocate(bytes, index, deadline);
   }
 
+  std::vector<int> unreachable_ranks() const override { return host_->unreachable_ranks(); }
+  std::shared_ptr<PeerLinks> peer_links() const override { return host_->peer_links(); }
+
   std::string device_problem(Device device) const override {
     if (!device.is_cuda()) return host_->device_problem(device);
     int bound = nccl_device_.load();

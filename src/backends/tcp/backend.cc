@@ -40,6 +40,7 @@ class TcpBackend final : public BackendBase {
   }
 
   std::vector<int> unreachable_ranks() const override { return transport_->unreachable_ranks(); }
+  std::shared_ptr<PeerLinks> peer_links() const override { return transport_->links(); }
 
  private:
   void tell_peers(ErrorClass error_class, const std::string& reason) override {

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,6 +21,11 @@ constexpr size_t kMaxControlBytes = 64 * 1024;  // an abort reason longer than t
 // system call per small message); larger ones go straight into the caller's buffer.
 constexpr size_t kSmallPayloadBytes = 16 * 1024;
 constexpr size_t kInboxBytes = 64 * 1024;
+// The most collective bytes the p2p side keeps for the collectives while it reads past them.
+constexpr size_t kCollectiveBacklog = 8 << 20;
+// The largest p2p frame: a longer write is taken in pieces (the collectives' frames may go
+// between them).
+constexpr size_t kP2PFrameBytes = 256 * 1024;
 
 bool would_block(int e) {
   return e == EAGAIN || e == EWOULDBLOCK;
@@ -30,21 +36,47 @@ bool would_block(int e) {
 Connection::Connection(net::Fd fd, PeerInfo peer)
     : fd_(std::move(fd)), peer_(std::move(peer)), inbox_(kInboxBytes) {}
 
+bool Connection::open() const {
+  std::lock_guard lock(mu_);
+  return live();
+}
+
+bool Connection::has_buffered_input() const {
+  std::lock_guard lock(mu_);
+  return inbox_size() > 0;
+}
+
+bool Connection::header_buffered() const {
+  std::lock_guard lock(mu_);
+  return !in_payload_ && inbox_size() >= kHeaderBytes;
+}
+
 void Connection::queue_send(const MessageHeader& header, const void* payload, Request id) {
+  std::lock_guard lock(mu_);
   sends_.push_back({header, static_cast<const char*>(payload), 0, id});
 }
 
 void Connection::queue_recv(void* data, size_t bytes, Request id) {
+  std::lock_guard lock(mu_);
   recvs_.push_back({static_cast<char*>(data), bytes, id});
 }
 
-// Reads up to max_bytes from the socket onto the end of the inbox. Returns what recv returns
-// (0: the peer closed; after our close: 0 as well).
+// ---- sorting the incoming stream ----
+
+// Reads up to max_bytes from the socket onto the end of the inbox and sorts them. Returns what
+// recv returns (0: the peer closed; after our close: 0 as well).
 ssize_t Connection::fill_inbox(size_t max_bytes) {
-  if (!fd_.valid()) return 0;
-  if (inbox_begin_ == inbox_end_) inbox_begin_ = inbox_end_ = 0;
+  if (!live()) return 0;
+  if (inbox_begin_ == inbox_end_) {
+    inbox_begin_ = scan_ = inbox_end_ = 0;
+    if (inbox_.size() > 4 * kInboxBytes) {  // a backlog the p2p side kept is gone
+      inbox_.resize(kInboxBytes);
+      inbox_.shrink_to_fit();
+    }
+  }
   if (inbox_end_ + max_bytes > inbox_.size()) {
-    std::memmove(inbox_.data(), inbox_.data() + inbox_begin_, inbox_size());
+    std::memmove(inbox_.data(), inbox_.data() + inbox_begin_, inbox_end_ - inbox_begin_);
+    scan_ -= inbox_begin_;
     inbox_end_ -= inbox_begin_;
     inbox_begin_ = 0;
     if (inbox_end_ + max_bytes > inbox_.size())
@@ -52,10 +84,89 @@ ssize_t Connection::fill_inbox(size_t max_bytes) {
   }
   for (;;) {
     ssize_t r = ::recv(fd_.get(), inbox_.data() + inbox_end_, max_bytes, MSG_DONTWAIT);
-    if (r > 0) inbox_end_ += static_cast<size_t>(r);
-    if (r >= 0 || errno != EINTR) return r;
+    if (r > 0) {
+      inbox_end_ += static_cast<size_t>(r);
+      demux();
+      return r;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) eof_ = true;
+    if (r < 0 && !would_block(errno)) error_ = errno;
+    return r;
   }
 }
+
+void Connection::take_p2p(size_t at, size_t bytes, bool keep) {
+  if (keep && p2p_attached_) {
+    if (p2p_in_begin_ == p2p_in_.size()) p2p_in_.clear(), p2p_in_begin_ = 0;
+    const auto* from = reinterpret_cast<const std::byte*>(inbox_.data() + at);
+    p2p_in_.insert(p2p_in_.end(), from, from + bytes);
+  }
+  std::memmove(inbox_.data() + at, inbox_.data() + at + bytes, inbox_end_ - at - bytes);
+  inbox_end_ -= bytes;
+}
+
+// Sorts [scan_, inbox_end_): p2p frames out to the p2p inbox, the rest left for the collectives.
+void Connection::demux() {
+  bool p2p_arrived = false;
+  while (scan_ < inbox_end_) {
+    if (garbage_) {
+      scan_ = inbox_end_;
+      break;
+    }
+    const size_t there = inbox_end_ - scan_;
+    if (p2p_left_ > 0) {
+      const size_t n = std::min<uint64_t>(p2p_left_, there);
+      take_p2p(scan_, n, true);
+      p2p_left_ -= n;
+      p2p_arrived = true;
+      continue;
+    }
+    if (coll_left_ > 0) {
+      const size_t n = std::min<uint64_t>(coll_left_, there);
+      scan_ += n;
+      coll_left_ -= n;
+      continue;
+    }
+    if (there < kHeaderBytes) break;
+    MessageHeader h;
+    std::memcpy(&h, inbox_.data() + scan_, kHeaderBytes);
+    if (!header_is_valid(h)) {
+      garbage_ = true;  // take_header reports it when the collectives get there
+      continue;
+    }
+    if (h.frame == FrameType::p2p) {
+      take_p2p(scan_, kHeaderBytes, false);
+      if (h.tag == kP2PStreamEnd)
+        p2p_ended_ = true;
+      else
+        p2p_left_ = h.payload_bytes;
+      p2p_arrived = true;
+      continue;
+    }
+    if (h.frame == FrameType::abort) peer_aborted_ = true;
+    scan_ += kHeaderBytes;
+    coll_left_ = h.payload_bytes;
+  }
+  if (p2p_arrived && !p2p_reading_) wake_p2p();
+}
+
+void Connection::wake_transport() {
+  if (transport_wake_fd_ < 0) return;
+  uint64_t one = 1;
+  ssize_t r = ::write(transport_wake_fd_, &one, sizeof(one));
+  (void)r;  // EAGAIN only when the counter is full: a wake is pending anyway
+}
+
+// The collectives consumed: a p2p read that waited for them may go on.
+void Connection::after_consume() {
+  if (p2p_blocked_ && !in_payload_ && inbox_size() < kCollectiveBacklog) {
+    p2p_blocked_ = false;
+    wake_p2p();
+  }
+}
+
+// ---- the collective side's reads ----
 
 // Whether the inbox holds `bytes`, reading up to `read_up_to` more at a time (bytes read ahead
 // save a system call for the next header or small payload). False: nothing more for now.
@@ -69,25 +180,33 @@ bool Connection::ensure_inbox(size_t bytes, size_t read_up_to) {
   return true;
 }
 
-// Bytes from the inbox first, then from the socket.
+// Bytes of the current collective frame: from the inbox first, then from the socket.
 ssize_t Connection::read_some(void* buf, size_t n) {
-  if (inbox_size() > 0) {
-    size_t take = std::min(n, inbox_size());
-    std::memcpy(buf, inbox_.data() + inbox_begin_, take);
-    inbox_begin_ += take;
-    return static_cast<ssize_t>(take);
-  }
-  if (!fd_.valid()) return 0;
   for (;;) {
-    ssize_t r = ::recv(fd_.get(), buf, n, MSG_DONTWAIT);
-    if (r >= 0 || errno != EINTR) return r;
+    if (inbox_size() > 0) {
+      size_t take = std::min(n, inbox_size());
+      std::memcpy(buf, inbox_.data() + inbox_begin_, take);
+      inbox_begin_ += take;
+      return static_cast<ssize_t>(take);
+    }
+    if (!live()) return 0;
+    if (scan_ == inbox_end_ && coll_left_ > 0) {  // nothing sorted waits: straight in
+      ssize_t r = ::recv(fd_.get(), buf, std::min<uint64_t>(n, coll_left_), MSG_DONTWAIT);
+      if (r > 0) coll_left_ -= static_cast<size_t>(r);
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0) eof_ = true;
+      if (r < 0 && !would_block(errno)) error_ = errno;
+      return r;
+    }
+    ssize_t r = fill_inbox(kInboxBytes);
+    if (r <= 0) return r;
   }
 }
 
 void Connection::throw_read_failure(ssize_t rc) {
   PeerEvent e;
   e.peer = peer_.rank;
-  e.mid_message = in_payload_ || inbox_size() > 0;
+  e.mid_message = in_payload_ || inbox_end_ > inbox_begin_;
   if (rc < 0) {
     e.kind = PeerEvent::reset;
     e.error = errno;
@@ -121,7 +240,7 @@ void Connection::read_control_payload() {
     ssize_t r = read_some(payload.data() + got, n - got);
     if (r > 0) {
       got += static_cast<size_t>(r);
-    } else if (r < 0 && would_block(errno) && fd_.valid()) {
+    } else if (r < 0 && would_block(errno) && live()) {
       pollfd p{fd_.get(), POLLIN, 0};
       ::poll(&p, 1, deadline.poll_ms(100));
     } else {
@@ -147,31 +266,38 @@ bool Connection::read_payload(RecvItem& item) {
   payload_got_ += take;
   while (payload_got_ < item.bytes) {
     const size_t left = item.bytes - payload_got_;
-    if (left <= kSmallPayloadBytes) {
+    if (left <= kSmallPayloadBytes || coll_left_ == 0) {
       if (!ensure_inbox(left, left + kHeaderBytes)) return false;
       std::memcpy(item.data + payload_got_, inbox_.data() + inbox_begin_, left);
       inbox_begin_ += left;
       payload_got_ += left;
       break;
     }
+    // Sorted bytes are drained (above), so the socket's next bytes are this payload's.
     if (inbox_.size() < kHeaderBytes) inbox_.resize(kInboxBytes);
-    inbox_begin_ = inbox_end_ = 0;  // empty: drained above
-    iovec iov[2] = {{item.data + payload_got_, left}, {inbox_.data(), kHeaderBytes}};
-    ssize_t r = fd_.valid() ? ::readv(fd_.get(), iov, 2) : 0;
+    inbox_begin_ = scan_ = inbox_end_ = 0;
+    const size_t direct = std::min<uint64_t>(left, coll_left_);
+    iovec iov[2] = {{item.data + payload_got_, direct}, {inbox_.data(), kHeaderBytes}};
+    ssize_t r = live() ? ::readv(fd_.get(), iov, 2) : 0;
     if (r > 0) {
-      size_t into_payload = std::min(static_cast<size_t>(r), left);
+      size_t into_payload = std::min(static_cast<size_t>(r), direct);
       payload_got_ += into_payload;
+      coll_left_ -= into_payload;
       inbox_end_ = static_cast<size_t>(r) - into_payload;
+      demux();
       continue;
     }
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && would_block(errno)) return false;
+    if (r == 0) eof_ = true;
+    if (r < 0) error_ = errno;
     throw_read_failure(r);
   }
   return true;
 }
 
 std::optional<MessageHeader> Connection::peek_header() {
+  std::lock_guard lock(mu_);
   if (in_payload_ || !recvs_.empty()) return std::nullopt;
   if (inbox_size() < kHeaderBytes) {
     const ssize_t r = fill_inbox(kHeaderBytes - inbox_size());
@@ -188,6 +314,11 @@ std::optional<MessageHeader> Connection::peek_header() {
 }
 
 void Connection::pump_recv(std::vector<Request>& done, const HeaderChecker& check) {
+  std::lock_guard lock(mu_);
+  struct Consumed {
+    Connection& c;
+    ~Consumed() { c.after_consume(); }
+  } consumed{*this};
   while (!recvs_.empty()) {
     RecvItem& item = recvs_.front();
     if (!in_payload_) {
@@ -206,12 +337,42 @@ void Connection::pump_recv(std::vector<Request>& done, const HeaderChecker& chec
   }
 }
 
+// ---- the collective side's writes ----
+
+// One sendmsg of what iov holds; throws PeerEvent (reset) on a failure other than no room.
+ssize_t Connection::send_msg(const iovec* iov, size_t n) {
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(iov);
+  msg.msg_iovlen = n;
+  for (;;) {
+    ssize_t w = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w >= 0) return w;
+    if (errno == EINTR) continue;
+    if (would_block(errno)) return 0;
+    error_ = errno;
+    throw PeerEvent{.kind = PeerEvent::reset, .peer = peer_.rank, .error = errno};
+  }
+}
+
+bool Connection::flush_tail_locked() {
+  while (tail_begin_ < tail_.size()) {
+    iovec iov{tail_.data() + tail_begin_, tail_.size() - tail_begin_};
+    ssize_t w = send_msg(&iov, 1);
+    if (w == 0) return false;
+    tail_begin_ += static_cast<size_t>(w);
+  }
+  tail_.clear();
+  tail_begin_ = 0;
+  return true;
+}
+
 void Connection::pump_send(std::vector<Request>& done) {
-  if (!sends_.empty() && !fd_.valid())
-    throw PeerEvent{.kind = PeerEvent::goodbye, .peer = peer_.rank};
+  std::lock_guard lock(mu_);
+  if (!sends_.empty() && !live()) throw PeerEvent{.kind = PeerEvent::goodbye, .peer = peer_.rank};
+  if (!flush_tail_locked()) return;  // a p2p frame in part goes first
   while (!sends_.empty()) {
     iovec iov[kMaxIov];
-    int n = 0;
+    size_t n = 0;
     for (const SendItem& s : sends_) {
       if (n + 2 > kMaxIov) break;
       if (s.sent < kHeaderBytes)
@@ -222,16 +383,8 @@ void Connection::pump_send(std::vector<Request>& done) {
         iov[n++] = {const_cast<char*>(s.payload) + payload_done,
                     s.header.payload_bytes - payload_done};
     }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(n);
-    ssize_t w = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (would_block(errno)) return;
-      throw PeerEvent{.kind = PeerEvent::reset, .peer = peer_.rank, .error = errno};
-    }
-    size_t left = static_cast<size_t>(w);
+    size_t left = static_cast<size_t>(send_msg(iov, n));
+    if (left == 0) return;
     while (left > 0) {
       SendItem& s = sends_.front();
       size_t total = kHeaderBytes + s.header.payload_bytes;
@@ -243,19 +396,29 @@ void Connection::pump_send(std::vector<Request>& done) {
         sends_.pop_front();
       }
     }
+    if (p2p_wants_out_ && !collective_mid_frame()) {
+      p2p_wants_out_ = false;
+      wake_p2p();
+    }
   }
 }
 
 bool Connection::clear_queues() {
+  std::lock_guard lock(mu_);
   bool at_boundary = sends_.empty() || sends_.front().sent == 0;
   sends_.clear();
   recvs_.clear();
+  if (p2p_wants_out_) {
+    p2p_wants_out_ = false;
+    wake_p2p();
+  }
   return at_boundary;
 }
 
 std::optional<PeerEvent> Connection::inspect_close() {
+  std::lock_guard lock(mu_);
   int error = 0;
-  while (fd_.valid()) {
+  while (live()) {
     ssize_t r = fill_inbox(kInboxBytes);
     if (r > 0) continue;
     if (r < 0 && errno == EINTR) continue;
@@ -263,7 +426,8 @@ std::optional<PeerEvent> Connection::inspect_close() {
     if (r < 0) error = errno;
     break;
   }
-  fd_.reset();
+  closed_ = true;
+  wake_p2p();
   PeerEvent e = scan_inbox();
   if (e.kind == PeerEvent::closed && error != 0 && !e.mid_message) {
     e.kind = PeerEvent::reset;
@@ -276,14 +440,14 @@ std::optional<PeerEvent> Connection::inspect_close() {
 PeerEvent Connection::scan_inbox() {
   PeerEvent e{.kind = PeerEvent::closed, .peer = peer_.rank};
   size_t p = inbox_begin_;
-  while (inbox_end_ - p >= kHeaderBytes) {
+  while (scan_ - p >= kHeaderBytes) {
     MessageHeader h;
     std::memcpy(&h, inbox_.data() + p, kHeaderBytes);
     if (!header_is_valid(h)) return PeerEvent{.kind = PeerEvent::garbage, .peer = peer_.rank};
     size_t frame_end = p + kHeaderBytes + h.payload_bytes;
     if (h.frame == FrameType::abort) {
       e.kind = PeerEvent::aborted;
-      size_t end = std::min(frame_end, inbox_end_);
+      size_t end = std::min(frame_end, scan_);
       std::string payload(inbox_.data() + p + kHeaderBytes, end - p - kHeaderBytes);
       if (!payload.empty()) {
         e.error_class = static_cast<ErrorClass>(payload[0]);
@@ -295,16 +459,17 @@ PeerEvent Connection::scan_inbox() {
       e.kind = PeerEvent::goodbye;
       return e;
     }
-    if (frame_end > inbox_end_) break;
+    if (frame_end > scan_) break;
     p = frame_end;
   }
-  e.mid_message = p != inbox_end_;
+  e.mid_message = p != scan_ || scan_ != inbox_end_;
   return e;
 }
 
 bool Connection::try_send_control(FrameType frame, ErrorClass error_class,
                                   const std::string& text) {
-  if (!fd_.valid() || (!sends_.empty() && sends_.front().sent != 0)) return false;
+  std::lock_guard lock(mu_);
+  if (!live() || collective_mid_frame()) return false;
   std::string payload;
   if (frame == FrameType::abort) {
     payload.push_back(static_cast<char>(error_class));
@@ -312,18 +477,24 @@ bool Connection::try_send_control(FrameType frame, ErrorClass error_class,
   }
   MessageHeader h = control_header(frame, payload.size());
   iovec iov[2] = {{&h, kHeaderBytes}, {payload.data(), payload.size()}};
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = payload.empty() ? 1 : 2;
-  ssize_t w = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-  return w == static_cast<ssize_t>(kHeaderBytes + payload.size());
+  try {
+    if (!flush_tail_locked()) return false;
+    return send_msg(iov, payload.empty() ? 1 : 2) ==
+           static_cast<ssize_t>(kHeaderBytes + payload.size());
+  } catch (const PeerEvent&) {
+    return false;
+  }
 }
 
 void Connection::shutdown_write() {
-  if (fd_.valid()) ::shutdown(fd_.get(), SHUT_WR);
+  std::lock_guard lock(mu_);
+  if (live()) ::shutdown(fd_.get(), SHUT_WR);
+  shut_here_ = true;
+  wake_p2p();
 }
 
 bool Connection::discard_until_goodbye() {
+  std::lock_guard lock(mu_);
   char buf[64 * 1024];
   try {
     for (;;) {
@@ -348,6 +519,157 @@ bool Connection::discard_until_goodbye() {
   } catch (const PeerEvent&) {
     return true;  // closed, reset or garbage: nothing more will come
   }
+}
+
+void Connection::close() {
+  std::lock_guard lock(mu_);
+  if (live()) ::shutdown(fd_.get(), SHUT_RDWR);
+  closed_ = true;
+  wake_p2p();
+}
+
+// ---- the p2p side ----
+
+void Connection::attach_p2p(int transport_wake_fd, std::function<void()> wake) {
+  std::lock_guard lock(mu_);
+  p2p_attached_ = true;
+  transport_wake_fd_ = transport_wake_fd;
+  p2p_wake_ = std::move(wake);
+}
+
+void Connection::detach_p2p() {
+  std::lock_guard lock(mu_);
+  p2p_attached_ = false;
+  p2p_wake_ = nullptr;
+  p2p_in_.clear();
+  p2p_in_begin_ = 0;
+}
+
+size_t Connection::p2p_write(const std::byte* data, size_t bytes) {
+  std::lock_guard lock(mu_);
+  if (!live() || shut_here_)
+    throw PeerEvent{.kind = PeerEvent::reset, .peer = peer_.rank, .error = error_ ? error_ : EPIPE};
+  if (!flush_tail_locked()) return 0;
+  if (collective_mid_frame()) {
+    p2p_wants_out_ = true;
+    return 0;
+  }
+  const size_t take = std::min(bytes, kP2PFrameBytes);
+  MessageHeader h = control_header(FrameType::p2p, take);
+  iovec iov[2] = {{&h, kHeaderBytes}, {const_cast<std::byte*>(data), take}};
+  const size_t w = static_cast<size_t>(send_msg(iov, 2));
+  if (w == 0) return 0;
+  if (w < kHeaderBytes + take) {  // the rest goes before any other frame
+    tail_.clear();
+    tail_begin_ = 0;
+    if (w < kHeaderBytes)
+      tail_.insert(tail_.end(), reinterpret_cast<const char*>(&h) + w,
+                   reinterpret_cast<const char*>(&h) + kHeaderBytes);
+    const size_t data_sent = w > kHeaderBytes ? w - kHeaderBytes : 0;
+    tail_.insert(tail_.end(), reinterpret_cast<const char*>(data) + data_sent,
+                 reinterpret_cast<const char*>(data) + take);
+  }
+  return take;
+}
+
+bool Connection::p2p_write_end() {
+  std::lock_guard lock(mu_);
+  if (!live() || shut_here_) return true;  // nothing more goes out anyway
+  try {
+    if (!flush_tail_locked() || collective_mid_frame()) return false;
+    MessageHeader h = control_header(FrameType::p2p, 0);
+    h.tag = kP2PStreamEnd;
+    iovec iov{&h, kHeaderBytes};
+    const size_t w = static_cast<size_t>(send_msg(&iov, 1));
+    if (w == 0) return false;
+    tail_.assign(reinterpret_cast<const char*>(&h) + w,
+                 reinterpret_cast<const char*>(&h) + kHeaderBytes);
+    tail_begin_ = 0;
+    return flush_tail_locked();
+  } catch (const PeerEvent&) {
+    return true;
+  }
+}
+
+bool Connection::flush_tail() {
+  std::lock_guard lock(mu_);
+  return flush_tail_locked();
+}
+
+bool Connection::tail_pending() const {
+  std::lock_guard lock(mu_);
+  return tail_begin_ < tail_.size();
+}
+
+bool Connection::p2p_write_blocked() const {
+  std::lock_guard lock(mu_);
+  return collective_mid_frame() && tail_begin_ == tail_.size();
+}
+
+size_t Connection::p2p_read(std::byte* data, size_t bytes, bool from_socket, bool& drained) {
+  std::lock_guard lock(mu_);
+  p2p_reading_ = true;
+  struct Done {
+    bool& flag;
+    ~Done() { flag = false; }
+  } done{p2p_reading_};
+  for (;;) {
+    if (p2p_in_begin_ < p2p_in_.size()) {
+      const size_t take = std::min(bytes, p2p_in_.size() - p2p_in_begin_);
+      std::memcpy(data, p2p_in_.data() + p2p_in_begin_, take);
+      p2p_in_begin_ += take;
+      return take;
+    }
+    if (!from_socket || !live() || bytes == 0) return 0;
+    if (scan_ == inbox_end_ && p2p_left_ > 0) {  // inside a p2p frame: straight in
+      const size_t want = std::min<uint64_t>(bytes, p2p_left_);
+      ssize_t r = ::recv(fd_.get(), data, want, MSG_DONTWAIT);
+      if (r < 0 && errno == EINTR) continue;
+      if (r > 0) p2p_left_ -= static_cast<size_t>(r);
+      if (r == 0) eof_ = true;
+      if (r < 0 && !would_block(errno)) error_ = errno;
+      if (r < static_cast<ssize_t>(want)) drained = true;
+      return r > 0 ? static_cast<size_t>(r) : 0;
+    }
+    // The collectives read their payload now (or keep a full backlog): leave the socket to
+    // them; they sort out the p2p frames behind it, and after_consume wakes this side.
+    if ((in_payload_ && !recvs_.empty()) || inbox_size() >= kCollectiveBacklog) {
+      p2p_blocked_ = true;
+      drained = true;
+      return 0;
+    }
+    // At a frame's start a small read: an eager message's frames come in one, and a large
+    // payload is left in the socket to go straight into the caller's buffer.
+    const size_t want = p2p_left_ == 0 && coll_left_ == 0 ? 4096 : kInboxBytes;
+    const size_t before = inbox_size();
+    ssize_t r = fill_inbox(want);
+    if (inbox_size() > before) wake_transport();  // its poll cannot see these any more
+    if (r < 0 && errno == EINTR) continue;
+    if (r < static_cast<ssize_t>(want)) drained = true;
+    if (r <= 0) return 0;
+    if (!drained) continue;
+    // Short: take what it sorted out, if anything, and stop.
+    const size_t take = std::min(bytes, p2p_in_.size() - p2p_in_begin_);
+    if (take > 0) std::memcpy(data, p2p_in_.data() + p2p_in_begin_, take);
+    p2p_in_begin_ += take;
+    return take;
+  }
+}
+
+bool Connection::p2p_read_blocked() const {
+  std::lock_guard lock(mu_);
+  return p2p_blocked_ && live() && !shut_here_;
+}
+
+P2PStreamState Connection::p2p_state() const {
+  std::lock_guard lock(mu_);
+  return {.unread = p2p_in_begin_ < p2p_in_.size(),
+          .ended = p2p_ended_,
+          .closed = eof_ || closed_,
+          .error = error_,
+          .aborted = peer_aborted_,
+          .garbage = garbage_,
+          .shut_here = shut_here_};
 }
 
 }  // namespace lockstep::tcp

@@ -1,5 +1,8 @@
 #include "backends/tcp/tcp_transport.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -22,7 +25,12 @@ constexpr milliseconds kAbortNoteWait{150};
 
 TcpTransport::TcpTransport(std::vector<std::unique_ptr<Connection>> conns,
                            TransportIdentity identity)
-    : conns_(std::move(conns)), id_(std::move(identity)) {}
+    : links_(std::make_shared<MeshLinks>()), conns_(links_->conns), id_(std::move(identity)) {
+  for (auto& c : conns) conns_.emplace_back(std::move(c));
+  links_->transport_wake = net::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  LOCKSTEP_ENFORCE(links_->transport_wake.valid(), NetworkError, "group '", id_.group, "' rank ",
+                   id_.rank, ": eventfd failed: ", net::errno_text(errno));
+}
 
 void TcpTransport::begin_op(const Op& op) {
   op_ = &op;
@@ -169,6 +177,9 @@ void TcpTransport::progress() {
     pollfds_.push_back({c->fd(), events, 0});
     polled_.push_back(c.get());
   }
+  // The p2p side took bytes of ours off a socket ([Threads] in connection.h).
+  pollfds_.push_back({links_->transport_wake.get(), POLLIN, 0});
+  polled_.push_back(nullptr);
   // Blocks at once: spinning first (poll with no timeout for ~20-200 us) measured no better on
   // loopback and takes the core from the peer when ranks outnumber cores.
   // Until early frames are looked for, wake when they are to be.
@@ -182,6 +193,12 @@ void TcpTransport::progress() {
   for (size_t i = 0; i < pollfds_.size() && rc > 0; ++i) {
     if (pollfds_[i].revents == 0) continue;
     --rc;
+    if (!polled_[i]) {
+      uint64_t count = 0;
+      ssize_t r = ::read(links_->transport_wake.get(), &count, sizeof count);
+      (void)r;  // pump_buffered, next round, takes what it was about
+      continue;
+    }
     service(*polled_[i], pollfds_[i].revents);
   }
 }

@@ -11,6 +11,10 @@
 // peer's goodbye while we still need it is a NetworkError; the op's deadline is a TimeoutError
 // naming the peers still owed data.
 //
+// The connections carry the group's p2p stream too (connection.h); links() hands them to the p2p
+// channel (MeshChannel), whose reads may take this transport's bytes off a socket into a
+// connection's inbox: it then signals links()->transport_wake, which every poll here watches.
+//
 // Thread-safety: none; used by one thread (the group's progress thread) at a time, except
 // unreachable_ranks(), which any thread may call.
 #pragma once
@@ -24,6 +28,7 @@
 
 #include "algorithms/transport.h"
 #include "backends/tcp/connection.h"
+#include "backends/tcp/mesh_links.h"
 #include "lockstep/store/store.h"
 
 namespace lockstep::tcp {
@@ -69,6 +74,8 @@ class TcpTransport final : public Transport {
   void goodbye(Deadline deadline);
 
   const PeerInfo& peer_info(int rank) const { return conns_[static_cast<size_t>(rank)]->peer(); }
+  // The connections, for the group's p2p channel.
+  std::shared_ptr<MeshLinks> links() const { return links_; }
 
   // Every rank on a host that an op found unreachable (the ranks its error lists). Any thread.
   std::vector<int> unreachable_ranks() const;
@@ -95,7 +102,8 @@ class TcpTransport final : public Transport {
   std::string peer_text(const PeerInfo& p) const;
   std::string op_name() const;
 
-  std::vector<std::unique_ptr<Connection>> conns_;
+  std::shared_ptr<MeshLinks> links_;
+  std::vector<std::shared_ptr<Connection>>& conns_;  // links_->conns
   TransportIdentity id_;
   const Op* op_ = nullptr;
   Clock::time_point op_started_{};

@@ -1,5 +1,6 @@
-// Helpers of the SocketChannel tests: a group config, the bytes of a test stream, and one rank's
-// loop that streams to and from every peer at once, checking every byte it receives.
+// Helpers of the p2p channel tests (tests/backends/tcp/mesh_channel_test.cc): a group config, the
+// bytes of a test stream, and one rank's loop that streams to and from every peer at once,
+// checking every byte it receives.
 #pragma once
 
 #include <gtest/gtest.h>
