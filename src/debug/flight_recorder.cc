@@ -28,24 +28,32 @@ uint64_t elements(const Op& op) {
   return op.count;
 }
 
-// kind | variable | dtype | reduce op, one byte each.
+// kind | variable | dtype | reduce op, one byte each; kSteadyTimes in the variable byte.
 uint32_t pack_shape(const Op& op) {
   return static_cast<uint32_t>(op.kind) | (op.variable ? 1u : 0u) << 8 |
          static_cast<uint32_t>(op.dtype) << 16 | static_cast<uint32_t>(op.reduce_op) << 24;
+}
+// The slot's times are steady-clock microseconds (a p2p op's coarse readings), not Unix ones.
+constexpr uint32_t kSteadyTimes = 2u << 8;
+
+int64_t steady_us(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
 }
 
 }  // namespace
 
 // One op's fields, each an atomic so that readers on other threads never race with the writer
-// (relaxed stores compile to plain moves on x86). `id` is the seqlock word.
-struct FlightRecorder::Slot {
+// (relaxed stores compile to plain moves on x86). `id` is the seqlock word. One cache line: an op
+// touches one line of the ring, and the end of one op (on the engine's thread) never shares a
+// line with the next op being recorded (on the caller's).
+struct alignas(64) FlightRecorder::Slot {
   std::atomic<uint64_t> id{kWriting};
   std::atomic<uint64_t> seq{0};
   std::atomic<uint32_t> shape{0};
   std::atomic<int32_t> root{-1};
   std::atomic<int32_t> peer{-1};
-  std::atomic<uint64_t> count{0};
   std::atomic<uint8_t> state{0};
+  std::atomic<uint64_t> count{0};
   std::atomic<int64_t> enqueued_us{0};
   std::atomic<int64_t> started_us{0};
   std::atomic<int64_t> ended_us{0};
@@ -89,7 +97,9 @@ int64_t now_us() {
 }
 
 FlightRecorder::FlightRecorder(size_t capacity)
-    : capacity_(capacity == 0 ? 1 : capacity), slots_(std::make_unique<Slot[]>(capacity_)) {}
+    : capacity_(capacity == 0 ? 1 : capacity), slots_(std::make_unique<Slot[]>(capacity_)) {
+  static_assert(sizeof(Slot) == 64, "a slot is one cache line");
+}
 
 FlightRecorder::~FlightRecorder() = default;
 
@@ -98,13 +108,13 @@ FlightRecorder::Slot& FlightRecorder::slot(uint64_t id) const {
 }
 
 uint64_t FlightRecorder::record(const Op& op, OpState state, int64_t enqueued_us,
-                                int64_t started_us) {
+                                int64_t started_us, uint32_t flags) {
   uint64_t id = next_id_.load(std::memory_order_relaxed);
   Slot& s = slot(id);
   s.id.store(kWriting, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   s.seq.store(op.seq, std::memory_order_relaxed);
-  s.shape.store(pack_shape(op), std::memory_order_relaxed);
+  s.shape.store(pack_shape(op) | flags, std::memory_order_relaxed);
   s.root.store(is_rooted(op.kind) ? op.root : -1, std::memory_order_relaxed);
   s.peer.store(op.peer, std::memory_order_relaxed);
   s.count.store(elements(op), std::memory_order_relaxed);
@@ -123,13 +133,14 @@ uint64_t FlightRecorder::on_queued(const Op& op) {
   return id;
 }
 
-uint64_t FlightRecorder::on_p2p_posted(const Op& op) {
-  const int64_t now = coarse_now_us();  // [Recorder cost]: the p2p fast path
-  return record(op, OpState::started, now, now);
+uint64_t FlightRecorder::on_p2p_posted(const Op& op, Clock::time_point posted) {
+  // [Recorder cost]: the p2p fast path stores the caller's reading, flagged as steady.
+  const int64_t at = steady_us(posted);
+  return record(op, OpState::started, at, at, kSteadyTimes);
 }
 
-void FlightRecorder::on_p2p_ended(uint64_t id, bool ok) {
-  set_state(id, ok ? OpState::completed : OpState::failed, false, coarse_now_us());
+void FlightRecorder::on_p2p_ended(uint64_t id, bool ok, Clock::time_point ended) {
+  set_state(id, ok ? OpState::completed : OpState::failed, false, steady_us(ended));
 }
 
 void FlightRecorder::set_state(uint64_t id, OpState state, bool start, int64_t at_us) {
@@ -169,6 +180,13 @@ std::optional<OpRecord> FlightRecorder::read(const Slot& s) const {
              .enqueued_us = s.enqueued_us.load(std::memory_order_relaxed),
              .started_us = s.started_us.load(std::memory_order_relaxed),
              .ended_us = s.ended_us.load(std::memory_order_relaxed)};
+  if (shape & kSteadyTimes) {
+    // Unix time as of now: the steady reading plus the clocks' offset at this read, which is what
+    // a Unix reading at the time would have been unless the wall clock was set since.
+    const int64_t offset = now_us() - steady_us(Clock::now());
+    for (int64_t* t : {&r.enqueued_us, &r.started_us, &r.ended_us})
+      if (*t != 0) *t += offset;
+  }
   if (is_reducing(kind)) r.reduce_op = reduce_op_name(static_cast<ReduceOp>(shape >> 24));
   r.bytes = r.count * element_size(dtype);
   if (kind == OpKind::barrier) r.dtype.clear();

@@ -4,10 +4,12 @@
 // [Recorder cost] Recording is on the path of every op, so it allocates nothing and formats
 // nothing: each op fills one slot of a fixed ring of atomics (a seqlock per slot) and reads the
 // clock three times: the coarse clock when queued (it may read up to a timer tick early), the
-// precise one when started and ended. A send or recv of the p2p engine reads only the coarse
-// clock, when posted and when ended: its fast path is a microsecond or two per shm round trip, of
-// which two precise readings per op were a measurable share. Its times are good to a timer tick.
-// Strings are made only by snapshot(), which the watchdog and the dump call, never the op path.
+// precise one when started and ended. A send or recv of the p2p engine reads no clock here: it
+// is given the coarse steady times its caller read anyway (OpJournal), and stores them as they
+// are; read() turns them into Unix time with the offset between the clocks at that moment. Its
+// fast path is a microsecond or so per shm round trip, of which clock reads per op were a
+// measurable share. Its times are good to a timer tick. Strings are made only by snapshot(), which
+// the watchdog and the dump call, never the op path.
 //
 // Thread-safety: on_queued and on_p2p_posted are called by the issuing thread (under the group's
 // issue lock, so one at a time); on_started/on_ended by whichever thread runs the op (one at a
@@ -80,8 +82,8 @@ class FlightRecorder final : public OpJournal {
   void on_started(const Op& op);
   void on_ended(const Op& op, bool ok);
   // OpJournal: the p2p engine's sends and recvs.
-  uint64_t on_p2p_posted(const Op& op) override;
-  void on_p2p_ended(uint64_t id, bool ok) override;
+  uint64_t on_p2p_posted(const Op& op, Clock::time_point posted) override;
+  void on_p2p_ended(uint64_t id, bool ok, Clock::time_point ended) override;
 
   // The ops still in the ring, oldest first.
   std::vector<OpRecord> snapshot() const;
@@ -99,7 +101,8 @@ class FlightRecorder final : public OpJournal {
   Slot& slot(uint64_t id) const;
   std::optional<OpRecord> read(const Slot& s) const;
   // Fills the next slot with op in `state`; returns its id.
-  uint64_t record(const Op& op, OpState state, int64_t enqueued_us, int64_t started_us);
+  uint64_t record(const Op& op, OpState state, int64_t enqueued_us, int64_t started_us,
+                  uint32_t flags = 0);
   void set_state(uint64_t id, OpState state, bool start, int64_t at_us);
 
   size_t capacity_;

@@ -95,7 +95,8 @@ WorkPtr Engine::post(std::span<Request> requests, Deadline deadline,
     // delay what this rank does next, such as posting the recv of the reply.
     WorkPtr done = detail::WorkAccess::make_completed(description);
     if (state_->send_now(requests[0], deadline)) {
-      state_->journal_end(requests[0], true);
+      // Ended as posted: this call took well under a tick of the coarse clock.
+      state_->journal_end(requests[0], true, requests[0].posted);
       return done;
     }
   }
@@ -270,13 +271,17 @@ void Engine::State::loop() {
 void Engine::State::progress(bool polling) {
   channel->service();
   unread = false;
+  round_at = coarse_now();
+  struct EndOfRound {  // round_at is the round's only, however it ends
+    Clock::time_point& at;
+    ~EndOfRound() { at = {}; }
+  } end_of_round{round_at};
   // A waiter's poll loop runs this back to back: there, whether peers are gone and whether
   // deadlines passed (matters of milliseconds) are looked at once per tick of the cheap clock.
   bool look = true;
   if (polling) {
-    const auto coarse = coarse_now();
-    look = coarse >= next_look;
-    if (look) next_look = coarse + std::chrono::milliseconds(1);
+    look = round_at >= next_look;
+    if (look) next_look = round_at + std::chrono::milliseconds(1);
   }
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
@@ -399,7 +404,7 @@ bool Engine::State::send_now(const Request& r, Deadline deadline) {
 void Engine::State::op_done(const OpPtr& op, std::exception_ptr error) {
   if (op->done) return;
   op->done = true;
-  journal_end(op->request, !error);
+  journal_end(op->request, !error, round_at != Clock::time_point{} ? round_at : coarse_now());
   Batch& b = *op->batch;
   if (error && !b.error) b.error = error;
   if (op->request.peer == kAnySource && !error && b.ops.size() == 1)

@@ -61,6 +61,7 @@ struct Request {
   void* output = nullptr;          // recv
   uint64_t seq = 0;                // its number among the group's sends to (recvs from) the peer
   uint64_t record_id = kNoRecord;  // its entry in the group's OpJournal
+  Clock::time_point posted{};      // coarse: when the front door took it (its journal entry's)
 };
 
 // "send #3 to rank 1", "recv #0 from any rank": the request as errors name it (built only when

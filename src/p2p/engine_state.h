@@ -149,13 +149,17 @@ struct Engine::State : detail::WaitPoller {
   // frames wait to go out, or a peer had more to read. Written at the end of each progress().
   std::atomic<bool> busy{false};
   Clock::time_point next_look{};  // coarse_now() time of a polling progress()'s next look
+  // The coarse_now() reading of the progress() round under way ({} outside one): the journal's
+  // end time of the ops the round completes, so that a completion reads no clock of its own.
+  Clock::time_point round_at{};
   void write_out(int peer);
   void queue(int peer, OutFrame frame);
   void queue_text(int peer, FrameKind kind, uint64_t id, const std::string& text);
   void op_done(const OpPtr& op, std::exception_ptr error = nullptr);
-  // Tells the journal that r ended (when there is one and r has an entry in it).
-  void journal_end(const Request& r, bool ok) {
-    if (journal && r.record_id != kNoRecord) journal->on_p2p_ended(r.record_id, ok);
+  // Tells the journal that r ended at coarse time `at` (when there is one and r has an entry in
+  // it).
+  void journal_end(const Request& r, bool ok, Clock::time_point at) {
+    if (journal && r.record_id != kNoRecord) journal->on_p2p_ended(r.record_id, ok, at);
   }
   void complete_finished(std::unique_lock<std::mutex>& lock);
   void release_retired();

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/coarse_clock.h"
 #include "debug/flight_recorder_dump.h"
 #include "lockstep/core/error.h"
 
@@ -95,6 +96,29 @@ TEST(FlightRecorder, RecordDescribesTheCall) {
   EXPECT_FALSE(ops[2].collective());
   // p2p ops do not count as collectives.
   EXPECT_EQ(rec.progress().completed, 5u);
+}
+
+// The p2p engine's entries take the coarse steady readings their callers made; the records show
+// them as Unix times, like every other entry's, and in order.
+TEST(FlightRecorder, P2PTimesAreUnixTimesInOrder) {
+  FlightRecorder rec(4);
+  const Op send{.kind = OpKind::send, .peer = 1, .count = 4};
+  const int64_t before = now_us();
+  const Clock::time_point posted = coarse_now();
+  const uint64_t id = rec.on_p2p_posted(send, posted);
+  auto started = rec.find(id);
+  ASSERT_TRUE(started);
+  EXPECT_EQ(started->state, OpState::started);
+  EXPECT_EQ(started->ended_us, 0) << "not ended yet";
+  EXPECT_EQ(started->enqueued_us, started->started_us);
+  // The coarse clock lags by at most a tick; a second covers that and a slow machine.
+  EXPECT_NEAR(static_cast<double>(started->started_us), static_cast<double>(before), 1e6);
+  rec.on_p2p_ended(id, true, posted + std::chrono::milliseconds(3));
+  auto ended = rec.find(id);
+  ASSERT_TRUE(ended);
+  EXPECT_EQ(ended->state, OpState::completed);
+  EXPECT_EQ(ended->ended_us - ended->started_us, 3000);
+  EXPECT_EQ(rec.progress().entered, 0u) << "p2p ops do not count as collectives";
 }
 
 TEST(FlightRecorder, DumpSurvivesTheJsonRoundTrip) {
