@@ -158,8 +158,10 @@ void Connection::wake_transport() {
   (void)r;  // EAGAIN only when the counter is full: a wake is pending anyway
 }
 
-// The collectives consumed: a p2p read that waited for them may go on.
+// The collectives consumed: a p2p read that waited for them may go on. (One that only left a
+// collective frame at the head is not woken: its next round looks again.)
 void Connection::after_consume() {
+  coll_at_head_ = false;
   if (p2p_blocked_ && !in_payload_ && inbox_size() < kCollectiveBacklog) {
     p2p_blocked_ = false;
     wake_p2p();
@@ -606,7 +608,21 @@ bool Connection::p2p_write_blocked() const {
   return collective_mid_frame() && tail_begin_ == tail_.size();
 }
 
-size_t Connection::p2p_read(std::byte* data, size_t bytes, bool from_socket, bool& drained) {
+bool Connection::collective_next() {
+  if (coll_left_ > 0 || garbage_) return true;
+  if (p2p_left_ > 0) return false;
+  MessageHeader h;
+  const size_t have = inbox_end_ - scan_;  // the start of the header, if any, is in the inbox
+  if (have >= kHeaderBytes) return true;
+  std::memcpy(&h, inbox_.data() + scan_, have);
+  ssize_t r = ::recv(fd_.get(), reinterpret_cast<char*>(&h) + have, kHeaderBytes - have,
+                     MSG_DONTWAIT | MSG_PEEK);
+  if (r < static_cast<ssize_t>(kHeaderBytes - have)) return false;  // not in sight yet: read on
+  return header_is_valid(h) && h.frame != FrameType::p2p;
+}
+
+size_t Connection::p2p_read(std::byte* data, size_t bytes, bool from_socket, bool past_collectives,
+                            bool& drained) {
   std::lock_guard lock(mu_);
   p2p_reading_ = true;
   struct Done {
@@ -638,6 +654,11 @@ size_t Connection::p2p_read(std::byte* data, size_t bytes, bool from_socket, boo
       drained = true;
       return 0;
     }
+    if (!past_collectives && collective_next()) {
+      coll_at_head_ = true;
+      drained = true;
+      return 0;
+    }
     // At a frame's start a small read: an eager message's frames come in one, and a large
     // payload is left in the socket to go straight into the caller's buffer.
     const size_t want = p2p_left_ == 0 && coll_left_ == 0 ? 4096 : kInboxBytes;
@@ -654,6 +675,11 @@ size_t Connection::p2p_read(std::byte* data, size_t bytes, bool from_socket, boo
     p2p_in_begin_ += take;
     return take;
   }
+}
+
+bool Connection::p2p_collective_at_head() const {
+  std::lock_guard lock(mu_);
+  return coll_at_head_ && live();
 }
 
 bool Connection::p2p_read_blocked() const {

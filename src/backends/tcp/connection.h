@@ -150,9 +150,15 @@ class Connection {
   // Whether p2p writes wait for a collective frame to finish (then the wake says when).
   bool p2p_write_blocked() const;
   // Takes up to `bytes` of the peer's p2p stream: what the inbox holds, then, with from_socket,
-  // what the socket has; 0: nothing now. `drained` is set when the socket had no more for now
-  // (or must be left to the collectives: p2p_read_blocked).
-  size_t p2p_read(std::byte* data, size_t bytes, bool from_socket, bool& drained);
+  // what the socket has; 0: nothing now. Without past_collectives it leaves a collective frame
+  // at the socket's head where it is (p2p_collective_at_head), reading neither it nor what
+  // follows; with it, it reads past (keeping it). `drained` is set when the socket had no more
+  // for now (or must be left to the collectives: p2p_read_blocked).
+  size_t p2p_read(std::byte* data, size_t bytes, bool from_socket, bool past_collectives,
+                  bool& drained);
+  // Whether the last p2p_read without past_collectives stopped at a collective frame that the
+  // collectives have not read since.
+  bool p2p_collective_at_head() const;
   // Whether a p2p read must wait for the collectives to read first (their backlog is full).
   bool p2p_read_blocked() const;
   P2PStreamState p2p_state() const;
@@ -184,6 +190,8 @@ class Connection {
   void take_p2p(size_t at, size_t bytes, bool keep);
   void wake_transport();
   void after_consume();
+  // Whether the socket's next frame, whole in sight (peeked), is the collectives'.
+  bool collective_next();
   bool ensure_inbox(size_t bytes, size_t read_up_to);
   ssize_t read_some(void* buf, size_t n);
   [[noreturn]] void throw_read_failure(ssize_t rc);
@@ -223,6 +231,7 @@ class Connection {
   size_t tail_begin_ = 0;
   bool p2p_wants_out_ = false;  // a p2p write waited for a collective frame
   bool p2p_blocked_ = false;    // a p2p read waited for the collectives to read their backlog
+  bool coll_at_head_ = false;   // a p2p read left a collective frame at the socket's head
   bool p2p_reading_ = false;    // the p2p side reads now: it needs no wake for what it sorts
   bool p2p_ended_ = false;
   bool eof_ = false;

@@ -52,8 +52,8 @@ void MeshChannel::detach() {
 
 MeshChannel::Peer& MeshChannel::peer_of(int peer) {
   LOCKSTEP_ENFORCE(peer >= 0 && peer < size_ && peers_[static_cast<size_t>(peer)].conn,
-                   InvalidArgument, prefix(), "peer ", peer, " is not another rank of the group (size ",
-                   size_, ")");
+                   InvalidArgument, prefix(), "peer ", peer,
+                   " is not another rank of the group (size ", size_, ")");
   return peers_[static_cast<size_t>(peer)];
 }
 
@@ -95,7 +95,7 @@ size_t MeshChannel::write(int peer, const std::byte* data, size_t bytes, Deadlin
 size_t MeshChannel::read(int peer, std::byte* data, size_t bytes) {
   Peer& p = peer_of(peer);
   bool drained = false;
-  const size_t n = p.conn->p2p_read(data, bytes, p.readable.load(), drained);
+  const size_t n = p.conn->p2p_read(data, bytes, p.readable.load(), !idle_.load(), drained);
   if (drained) p.readable.store(false);
   return n;
 }
@@ -145,7 +145,9 @@ void MeshChannel::service() {
         // the next write or broken() says what happened
       }
     }
-    if (p.readable.load() || p.conn->p2p_read_blocked() || p.conn->p2p_state().closed) continue;
+    if (p.readable.load() || p.conn->p2p_read_blocked() || p.conn->p2p_state().closed ||
+        (idle_.load() && p.conn->p2p_collective_at_head()))
+      continue;
     fds.push_back({p.conn->fd(), POLLIN, 0});
     who.push_back(i);
   }
@@ -154,8 +156,8 @@ void MeshChannel::service() {
     if (fds[k].revents != 0) peers_[static_cast<size_t>(who[k])].readable.store(true);
 }
 
-void MeshChannel::wait(Clock::time_point until, std::span<const int> want_room,
-                       bool poll_sockets) {
+void MeshChannel::wait(Clock::time_point until, std::span<const int> want_room, bool idle) {
+  idle_.store(idle);
   std::vector<pollfd> fds{{wake_fd_.get(), POLLIN, 0}};
   std::vector<int> who{-1};  // per entry: the peer whose socket's input it watches, or -1
   for (int i = 0; i < size_; ++i) {
@@ -163,9 +165,10 @@ void MeshChannel::wait(Clock::time_point until, std::span<const int> want_room,
     if (!p.conn) continue;
     short events = 0;
     // Bytes known to be there are the caller's to read (waiting on them would spin), an ended
-    // socket stays readable forever, and a blocked one waits for the collectives' wake.
-    if (poll_sockets && !p.readable.load() && !p.conn->p2p_read_blocked() &&
-        !p.conn->p2p_state().closed)
+    // socket stays readable forever, a blocked one waits for the collectives' wake, and while
+    // idle a collective frame at the head is the collectives' to read.
+    if (!p.readable.load() && !p.conn->p2p_read_blocked() && !p.conn->p2p_state().closed &&
+        !(idle && p.conn->p2p_collective_at_head()))
       events |= POLLIN;
     if (p.conn->tail_pending()) events |= POLLOUT;
     if (events == 0) continue;
@@ -195,14 +198,15 @@ void MeshChannel::wait(Clock::time_point until, std::span<const int> want_room,
 }
 
 void MeshChannel::sleep(Clock::time_point until, std::span<const int> want_room) {
-  wait(until, want_room, true);
+  wait(until, want_room, false);
 }
 
 void MeshChannel::sleep_idle(Clock::time_point until) {
-  wait(until, {}, false);
+  wait(until, {}, true);
 }
 
 void MeshChannel::wake() {
+  idle_.store(false);
   uint64_t one = 1;
   ssize_t r = ::write(wake_fd_.get(), &one, sizeof(one));
   (void)r;  // EAGAIN only when the counter is full: a wake is pending anyway

@@ -8,9 +8,11 @@
 // Readiness: a connection's socket is polled for input only while its "readable" hint is off
 // (read() turns it off when a recv comes up short); bytes the collectives sorted out for this
 // stream wake the channel instead (Connection::attach_p2p). While the engine is idle
-// (sleep_idle) the sockets are not polled at all: the collectives' frames arriving between ops
-// then cost the p2p thread nothing; the engine's next round (at most kMaxSleep later, or at once
-// on a post) looks at every socket (service()).
+// (sleep_idle: no op pending) its reads leave a collective frame at a socket's head alone, and
+// its sleeps stop watching that socket until the collectives have read: collective frames
+// arriving between p2p ops then cost the p2p thread at most one wake-up and one peek, and
+// never a copy. Once an op is pending (sleep) the reads go past such frames, keeping them for
+// the collectives, so that a p2p message never waits for a collective (connection.h).
 //
 // Broken streams: an orderly end (close() writes kP2PStreamEnd after everything) is "rank R
 // closed its end of the stream"; a socket that ends without it is a death, a reset or a peer's
@@ -60,7 +62,10 @@ class MeshChannel final : public p2p::Channel {
   Peer& peer_of(int peer);
   std::string prefix() const;
   std::string describe(int peer) const;
-  void wait(Clock::time_point until, std::span<const int> want_room, bool poll_sockets);
+  void wait(Clock::time_point until, std::span<const int> want_room, bool idle);
+  // Whether the engine is idle: set by sleep_idle, cleared by sleep and by wake() (every post
+  // wakes the channel). Reads meanwhile leave collective frames where they are. Any thread.
+  std::atomic<bool> idle_{false};
   void detach();
 
   std::shared_ptr<MeshLinks> links_;

@@ -77,21 +77,23 @@ void all_reduces(tcp::TcpTransport& t, int rank, int size, size_t count, int rou
 
 TEST(MeshChannel, StreamsAreIntactBothWaysAtWorld2) {
   with_mesh_channel(2, [](int rank, tcp::TcpTransport&, tcp::MeshChannel& ch) {
-    pump(ch, rank, 2, [](int s, int d) -> uint64_t { return s == d ? 0 : 3 << 20; }, 7u + rank);
+    pump(
+        ch, rank, 2, [](int s, int d) -> uint64_t { return s == d ? 0 : 3 << 20; }, 7u + rank);
   });
 }
 
 TEST(MeshChannel, StreamsAreIntactAllToAllAtWorld4) {
   with_mesh_channel(4, [](int rank, tcp::TcpTransport&, tcp::MeshChannel& ch) {
-    pump(ch, rank, 4, [](int s, int d) -> uint64_t { return s == d ? 0 : (s + 1) * 200'000u + d; },
-         11u + rank);
+    pump(
+        ch, rank, 4, [](int s, int d) -> uint64_t { return s == d ? 0 : (s + 1) * 200'000u + d; },
+        11u + rank);
   });
 }
 
 TEST(MeshChannel, A64MiBStreamArrivesIntact) {
   with_mesh_channel(2, [](int rank, tcp::TcpTransport&, tcp::MeshChannel& ch) {
-    pump(ch, rank, 2, [](int s, int d) -> uint64_t { return s == 0 && d == 1 ? 64u << 20 : 0; },
-         3u);
+    pump(
+        ch, rank, 2, [](int s, int d) -> uint64_t { return s == 0 && d == 1 ? 64u << 20 : 0; }, 3u);
   });
 }
 
@@ -101,8 +103,9 @@ TEST(MeshChannel, CollectivesAndTheStreamShareEveryConnectionIntact) {
   for (size_t count : {size_t{16}, size_t{300'000}}) {
     with_mesh_channel(3, [&](int rank, tcp::TcpTransport& t, tcp::MeshChannel& ch) {
       std::thread p2p([&] {
-        pump(ch, rank, 3, [](int s, int d) -> uint64_t { return s == d ? 0 : 5u << 20; },
-             17u + rank);
+        pump(
+            ch, rank, 3, [](int s, int d) -> uint64_t { return s == d ? 0 : 5u << 20; },
+            17u + rank);
       });
       all_reduces(t, rank, 3, count, count < 1000 ? 200 : 12);
       p2p.join();
