@@ -91,7 +91,7 @@ ssize_t Connection::fill_inbox(size_t max_bytes) {
     }
     if (r < 0 && errno == EINTR) continue;
     if (r == 0) eof_ = true;
-    if (r < 0 && !would_block(errno)) error_ = errno;
+    if (r < 0 && !would_block(errno)) error_ = read_error_ = errno;
     return r;
   }
 }
@@ -197,7 +197,7 @@ ssize_t Connection::read_some(void* buf, size_t n) {
       if (r > 0) coll_left_ -= static_cast<size_t>(r);
       if (r < 0 && errno == EINTR) continue;
       if (r == 0) eof_ = true;
-      if (r < 0 && !would_block(errno)) error_ = errno;
+      if (r < 0 && !would_block(errno)) error_ = read_error_ = errno;
       return r;
     }
     ssize_t r = fill_inbox(kInboxBytes);
@@ -212,6 +212,9 @@ void Connection::throw_read_failure(ssize_t rc) {
   if (rc < 0) {
     e.kind = PeerEvent::reset;
     e.error = errno;
+  } else if (read_error_ != 0) {  // the socket said why once, to the other side's read
+    e.kind = PeerEvent::reset;
+    e.error = read_error_;
   }
   throw e;
 }
@@ -292,7 +295,7 @@ bool Connection::read_payload(RecvItem& item) {
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && would_block(errno)) return false;
     if (r == 0) eof_ = true;
-    if (r < 0) error_ = errno;
+    if (r < 0) error_ = read_error_ = errno;
     throw_read_failure(r);
   }
   return true;
@@ -428,6 +431,7 @@ std::optional<PeerEvent> Connection::inspect_close() {
     if (r < 0) error = errno;
     break;
   }
+  if (error == 0) error = read_error_;  // said once, maybe to the p2p side's read
   closed_ = true;
   wake_p2p();
   PeerEvent e = scan_inbox();
@@ -617,6 +621,10 @@ bool Connection::collective_next() {
   std::memcpy(&h, inbox_.data() + scan_, have);
   ssize_t r = ::recv(fd_.get(), reinterpret_cast<char*>(&h) + have, kHeaderBytes - have,
                      MSG_DONTWAIT | MSG_PEEK);
+  if (r < 0 && errno != EINTR && !would_block(errno)) {
+    error_ = read_error_ = errno;  // a peek takes the socket's error too: keep it for both sides
+    return true;
+  }
   if (r < static_cast<ssize_t>(kHeaderBytes - have)) return false;  // not in sight yet: read on
   return header_is_valid(h) && h.frame != FrameType::p2p;
 }
@@ -643,7 +651,7 @@ size_t Connection::p2p_read(std::byte* data, size_t bytes, bool from_socket, boo
       if (r < 0 && errno == EINTR) continue;
       if (r > 0) p2p_left_ -= static_cast<size_t>(r);
       if (r == 0) eof_ = true;
-      if (r < 0 && !would_block(errno)) error_ = errno;
+      if (r < 0 && !would_block(errno)) error_ = read_error_ = errno;
       if (r < static_cast<ssize_t>(want)) drained = true;
       return r > 0 ? static_cast<size_t>(r) : 0;
     }

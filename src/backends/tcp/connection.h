@@ -237,7 +237,10 @@ class Connection {
   bool eof_ = false;
   bool peer_aborted_ = false;
   bool shut_here_ = false;
-  int error_ = 0;
+  int error_ = 0;  // errno of the first failed read or write
+  // errno of a failed read: a socket reports its error to one read only, which may be either
+  // side's, and the other side's next read then sees a plain end of stream.
+  int read_error_ = 0;
 };
 
 }  // namespace lockstep::tcp
