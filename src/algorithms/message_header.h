@@ -8,7 +8,8 @@
 // instead of reading each other's bytes as data.
 //
 // Abort and bye frames end a connection: abort carries the sender's error (class and text) as its
-// payload, bye says the sender's group was destroyed in an orderly way.
+// payload and, when it failed inside an op, that op's seq (kAbortInOp); bye says the sender's
+// group was destroyed in an orderly way.
 //
 // A p2p frame carries bytes of the group's point-to-point stream (src/p2p/channel.h) on the same
 // connection (src/backends/tcp/connection.h): its payload is the next payload_bytes of that
@@ -31,6 +32,9 @@ inline constexpr uint32_t kMessageMagic = 0x4C4B5350;  // "LKSP"
 enum class FrameType : uint8_t { data = 1, abort = 2, bye = 3, p2p = 4 };
 
 inline constexpr uint32_t kP2PStreamEnd = 1;  // a p2p frame's tag: the stream ends
+// An abort frame's tag when the sender failed inside an op: its seq is then that op's. (Without
+// it the sender failed between ops, e.g. its group was destroyed by an exception.)
+inline constexpr uint32_t kAbortInOp = 1;
 
 struct MessageHeader {
   uint32_t magic = kMessageMagic;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -49,7 +50,10 @@ TEST(P2PRecordChild, DISABLED_Main) {
     const fs::path dir = std::getenv("LOCKSTEP_TRACE_DIR");
     for (int i = 0; i < 3000 && !has_dump_of(dir, 1); ++i) std::this_thread::sleep_for(10ms);
   }
+  // The dump thread writes the dump, then ends the process with SIGTERM: wait for it here, as a
+  // rank stopped by `lockstep run` is busy elsewhere (returning would destroy the group first).
   ::raise(SIGTERM);
+  for (;;) ::pause();
 }
 
 const debug::OpRecord* find(const debug::Dump& d, const std::string& op, uint64_t seq) {
@@ -74,16 +78,22 @@ TEST_P(P2PRecord, EverySendAndRecvHasAFlightRecorderEntry) {
                               {"TEST_BACKEND", GetParam()},
                               {"LOCKSTEP_USE_AGENT_STORE", std::nullopt},
                               {"LOCKSTEP_RESTART_COUNT", std::nullopt}});
+  std::vector<ProcessResult> results;
+  for (Child& child : children) results.push_back(child.wait(60s));
   for (int r = 0; r < 2; ++r) {
-    const ProcessResult res = children[static_cast<size_t>(r)].wait(60s);
-    ASSERT_NE(res.output.find("CHILD READY 1"), std::string::npos) << res.output;
+    const ProcessResult& res = results[static_cast<size_t>(r)];
+    ASSERT_NE(res.output.find("CHILD READY 1"), std::string::npos)
+        << "rank " << r << ":\n"
+        << res.output << "\nrank " << 1 - r << ":\n"
+        << results[static_cast<size_t>(1 - r)].output;
     const debug::Dump d = read_dump(dir.path(), r);
     const int peer = 1 - r;
     const debug::OpRecord* send = find(d, "send", 0);
     const debug::OpRecord* recv = find(d, "recv", 0);
     const debug::OpRecord* pending = find(d, "recv", 1);
     const debug::OpRecord* reduce = find(d, "all_reduce", 0);
-    ASSERT_TRUE(send && recv && reduce) << "rank " << r << ": " << d.ops.size() << " ops recorded";
+    ASSERT_TRUE(send && recv && reduce) << "rank " << r << ": " << d.ops.size() << " ops recorded\n"
+                                        << res.output;
     EXPECT_EQ(res.signal, SIGTERM) << res.output;
     EXPECT_EQ(send->peer, peer);
     EXPECT_EQ(send->state, debug::OpState::completed);

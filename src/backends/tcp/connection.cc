@@ -219,6 +219,7 @@ bool Connection::take_header(size_t read_up_to) {
 // wait for it briefly, then report what arrived.
 void Connection::read_control_payload() {
   PeerEvent e{.kind = PeerEvent::aborted, .peer = peer_.rank};
+  if (in_header_.tag == kAbortInOp) e.failed_seq = in_header_.seq;
   size_t n = std::min<uint64_t>(in_header_.payload_bytes, kMaxControlBytes);
   std::string payload(n, '\0');
   size_t got = 0;
@@ -355,7 +356,10 @@ bool Connection::flush_tail_locked() {
 
 void Connection::pump_send(std::vector<Request>& done) {
   std::lock_guard lock(mu_);
-  if (!sends_.empty() && !live()) throw PeerEvent{.kind = PeerEvent::goodbye, .peer = peer_.rank};
+  // Closed: by the peer (it says how in what it left), or by this rank after the goodbye.
+  if (!sends_.empty() && !live())
+    throw eof_ || read_error_ != 0 ? end_event(read_error_)
+                                   : PeerEvent{.kind = PeerEvent::goodbye, .peer = peer_.rank};
   if (!flush_tail_locked()) return;  // a p2p frame in part goes first
   while (!sends_.empty()) {
     iovec iov[kMaxIov];
@@ -416,6 +420,12 @@ std::optional<PeerEvent> Connection::inspect_close() {
   if (error == 0) error = read_error_;  // said once, maybe to the p2p side's read
   closed_ = true;
   wake_p2p();
+  return end_event(error);
+}
+
+PeerEvent Connection::end_event(int error) {
+  if (in_payload_)
+    return PeerEvent{.kind = PeerEvent::closed, .peer = peer_.rank, .mid_message = true};
   PeerEvent e = scan_inbox();
   if (e.kind == PeerEvent::closed && error != 0 && !e.mid_message) {
     e.kind = PeerEvent::reset;
@@ -435,6 +445,7 @@ PeerEvent Connection::scan_inbox() {
     size_t frame_end = p + kHeaderBytes + h.payload_bytes;
     if (h.frame == FrameType::abort) {
       e.kind = PeerEvent::aborted;
+      if (h.tag == kAbortInOp) e.failed_seq = h.seq;
       size_t end = std::min(frame_end, scan_);
       std::string payload(inbox_.data() + p + kHeaderBytes, end - p - kHeaderBytes);
       if (!payload.empty()) {
@@ -454,8 +465,8 @@ PeerEvent Connection::scan_inbox() {
   return e;
 }
 
-bool Connection::try_send_control(FrameType frame, ErrorClass error_class,
-                                  const std::string& text) {
+bool Connection::try_send_control(FrameType frame, ErrorClass error_class, const std::string& text,
+                                  std::optional<uint64_t> failed_seq) {
   std::lock_guard lock(mu_);
   if (!live() || collective_mid_frame()) return false;
   std::string payload;
@@ -464,6 +475,10 @@ bool Connection::try_send_control(FrameType frame, ErrorClass error_class,
     payload += text.substr(0, kMaxControlBytes - 1);
   }
   MessageHeader h = control_header(frame, payload.size());
+  if (frame == FrameType::abort && failed_seq) {
+    h.tag = kAbortInOp;
+    h.seq = *failed_seq;
+  }
   iovec iov[2] = {{&h, kHeaderBytes}, {payload.data(), payload.size()}};
   try {
     if (!flush_tail_locked()) return false;

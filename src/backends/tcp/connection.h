@@ -62,6 +62,7 @@ struct PeerEvent {
   ErrorClass error_class = ErrorClass::other;  // aborted: the class of the peer's error
   std::string text;                            // aborted: the peer's reason; garbage: what was seen
   bool mid_message = false;                    // closed: the stream ended inside a message
+  std::optional<uint64_t> failed_seq;          // aborted: the op the peer failed in, if any
 };
 
 // How the p2p stream from the peer stands, for MeshChannel::broken.
@@ -124,7 +125,9 @@ class Connection {
   bool header_buffered() const;
 
   // Best-effort, non-blocking control frame (abort or bye); returns whether it was written whole.
-  bool try_send_control(FrameType frame, ErrorClass error_class, const std::string& text);
+  // An abort names failed_seq, the op this rank failed in, when there is one.
+  bool try_send_control(FrameType frame, ErrorClass error_class, const std::string& text,
+                        std::optional<uint64_t> failed_seq = std::nullopt);
   // Ends our side of the stream (FIN after what was written), keeping the socket to read.
   void shutdown_write();
   // Orderly goodbye: reads and discards frames until the peer's bye or close. Returns true once
@@ -199,6 +202,9 @@ class Connection {
   bool read_payload(RecvItem& item);
   void read_control_payload();
   PeerEvent scan_inbox();
+  // What the peer's end of the stream says (after it closed): scan_inbox, with the socket's error
+  // (`error`, or the one a read kept) for a close between frames.
+  PeerEvent end_event(int error);
   bool collective_mid_frame() const { return !sends_.empty() && sends_.front().sent != 0; }
   ssize_t send_msg(const iovec* iov, size_t n);
   void note_p2p_write_wait();

@@ -59,8 +59,17 @@ void TcpTransport::finish_op() {
     }
     if (!pollfds_.empty() && ::poll(pollfds_.data(), pollfds_.size(), 0) > 0)
       for (size_t i = 0; i < pollfds_.size(); ++i) {
-        if ((pollfds_[i].revents & kCloseEvents) != 0 && !polled_[i]->has_recvs())
-          check_closed(*polled_[i]);
+        Connection& c = *polled_[i];
+        if ((pollfds_[i].revents & kCloseEvents) == 0 || c.has_recvs()) continue;
+        try {
+          // Only a peer that failed in this very op fails it: one that died, left or failed
+          // after its part of it leaves this rank's result whole, and the next op that needs
+          // the peer reports it (the bytes it left stay in the inbox).
+          auto e = c.inspect_close();
+          if (e && e->kind == PeerEvent::aborted && e->failed_seq == op_->seq) fail(c, *e);
+        } catch (const PeerEvent& e) {
+          fail(c, e);
+        }
       }
   }
   end_op();
@@ -210,11 +219,13 @@ void TcpTransport::service(Connection& c, short revents) {
       c.pump_recv(done_, [&](const MessageHeader& h, uint64_t n) { check_header(c, h, n); });
     if ((revents & POLLIN) && !c.has_recvs()) check_early_frame(c);
     if ((revents & (POLLOUT | kCloseEvents)) && c.has_sends()) c.pump_send(done_);
-    if ((revents & kCloseEvents) && !c.has_recvs() && c.open()) check_closed(c);
   } catch (const PeerEvent& e) {
     fail(c, e);
   }
+  // What completed counts first: a peer that closed after the op's last message from it (its
+  // close seen in the same poll) leaves the op done, not failed.
   complete(done_);
+  if ((revents & kCloseEvents) && !c.has_recvs() && c.open() && outstanding_ > 0) check_closed(c);
 }
 
 void TcpTransport::check_closed(Connection& c) {
@@ -298,7 +309,9 @@ void TcpTransport::fail_timeout() const {
 void TcpTransport::abort(ErrorClass error_class, const std::string& reason) {
   for (auto& c : conns_) {
     if (!c || !c->open()) continue;
-    if (c->clear_queues()) c->try_send_control(FrameType::abort, error_class, reason);
+    if (c->clear_queues())
+      c->try_send_control(FrameType::abort, error_class, reason,
+                          op_ ? std::optional<uint64_t>(op_->seq) : std::nullopt);
     c->shutdown_write();
   }
   end_op();

@@ -55,9 +55,9 @@ class TcpTransport final : public Transport {
   void end_op();
   // end_op for an op whose every message went through: when all it received had arrived before
   // it began (read ahead), no poll saw the peers' sockets during it, so it looks once at their
-  // close events first. A peer that aborted the group meanwhile fails the op here, as it would
-  // have had the op waited for anything. (An op that only sends completes on its own, as eager
-  // sends do.)
+  // close events first. A peer that aborted the group in this op (its abort frame names the op)
+  // fails it here, as it would have had the op waited for anything; a peer that closed after its
+  // part leaves the op done. (An op that only sends completes on its own, as eager sends do.)
   void finish_op();
 
   Request post_send(int peer, const void* data, size_t bytes) override;

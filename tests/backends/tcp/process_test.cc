@@ -1,7 +1,8 @@
 // The tcp backend across real processes (the test binary re-runs itself in child mode): a round
 // trip of collectives, a rank SIGKILLed in the middle of 64 MiB all_reduces (every survivor
 // fails within 2 s naming it), a count mismatch and an order mismatch (MismatchError on both
-// sides, naming both ranks and both values).
+// sides, naming both ranks and both values), and a peer that ends right after its part of an op
+// (the op is done; the next one fails naming it).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -27,8 +28,13 @@ Job tcp_job(const std::string& name, int world) {
 
 // ---- child entry points ----
 
+// On one host auto would pick shm: these children name tcp.
+std::shared_ptr<ProcessGroup> tcp_group() {
+  return init_process_group({.backend = "tcp"});
+}
+
 TEST(TcpChild, DISABLED_RoundTrip) {
-  auto pg = init_process_group();
+  auto pg = tcp_group();
   const int n = pg->size(), me = pg->rank();
   std::vector<float> x(100000);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((me + 1) * (i % 7));
@@ -46,7 +52,7 @@ TEST(TcpChild, DISABLED_RoundTrip) {
 }
 
 TEST(TcpChild, DISABLED_AllReduceLoop) {
-  auto pg = init_process_group();
+  auto pg = tcp_group();
   std::vector<float> x(16 << 20, 1.0f);  // 64 MiB
   try {
     for (int i = 0; i < 1000; ++i) {
@@ -60,7 +66,7 @@ TEST(TcpChild, DISABLED_AllReduceLoop) {
 }
 
 TEST(TcpChild, DISABLED_CountMismatch) {
-  auto pg = init_process_group();
+  auto pg = tcp_group();
   std::vector<float> x(pg->rank() == 0 ? 1024 : 1000, 1.0f);
   try {
     pg->all_reduce(view(x))->wait();
@@ -71,7 +77,7 @@ TEST(TcpChild, DISABLED_CountMismatch) {
 }
 
 TEST(TcpChild, DISABLED_OrderMismatch) {
-  auto pg = init_process_group();
+  auto pg = tcp_group();
   std::vector<float> x(256, 1.0f);
   try {
     if (pg->rank() == 0) {
@@ -83,6 +89,43 @@ TEST(TcpChild, DISABLED_OrderMismatch) {
     say("NO ERROR");
   } catch (const std::exception& e) {
     report(e);
+  }
+}
+
+// Rank 1 roots a broadcast (an eager send: done once written) and at once leaves: by _exit
+// (`leave` "exit", no goodbye) or by an exception that destroys its group ("throw", an abort
+// frame sent outside any op). Rank 0 starts its broadcast only after both the data and the end
+// of the stream are in its socket, so one poll sees them together.
+void broadcast_then_leave(const std::string& leave) {
+  auto pg = tcp_group();
+  std::vector<int64_t> b(1000, pg->rank() == 1 ? 77 : 0);
+  if (pg->rank() == 1) {
+    pg->broadcast(view(b), {.root = 1})->wait();
+    if (leave == "exit") ::_exit(0);
+    throw std::runtime_error("rank 1's own failure");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  try {
+    pg->broadcast(view(b), {.root = 1})->wait();
+    int64_t sum = 0;
+    for (int64_t v : b) sum += v;
+    say(detail::concat("BROADCAST SUM ", sum));
+    pg->all_reduce(view(b))->wait();
+    say("NO ERROR");
+  } catch (const std::exception& e) {
+    report(e);
+  }
+}
+
+TEST(TcpChild, DISABLED_BroadcastThenExit) {
+  broadcast_then_leave("exit");
+}
+
+TEST(TcpChild, DISABLED_BroadcastThenThrow) {
+  try {
+    broadcast_then_leave("throw");
+  } catch (const std::runtime_error& e) {
+    say(e.what());
   }
 }
 
@@ -117,6 +160,27 @@ TEST(TcpProcesses, SigkilledRankIsNamedByEverySurvivorWithinTwoSeconds) {
     std::printf("rank %d failed %.3f s after the kill\n", r, seconds);
     EXPECT_LT(seconds, 2.0);
   }
+}
+
+// A peer that ends right after its part of an op leaves that op done on the others (its data is
+// whole); the next op that needs it (the group's second, all_reduce #1) names how it ended.
+void expect_broadcast_done_then(const std::string& child, const std::vector<std::string>& error) {
+  Job job = tcp_job(child, 2);
+  auto r0 = job.wait(0);
+  EXPECT_TRUE(contains(r0.output, "BROADCAST SUM 77000")) << r0.output;
+  EXPECT_TRUE(contains(r0.output, "CAUGHT NetworkError")) << r0.output;
+  for (const std::string& part : error) EXPECT_TRUE(contains(r0.output, part)) << r0.output;
+}
+
+TEST(TcpProcesses, APeerThatDiesAfterItsPartLeavesTheOpDoneAndFailsTheNext) {
+  expect_broadcast_done_then("BroadcastThenExit", {"all_reduce #1: ", "rank 1 (host"});
+}
+
+TEST(TcpProcesses, APeerThatFailsAfterItsPartLeavesTheOpDoneAndItsReasonFailsTheNext) {
+  expect_broadcast_done_then("BroadcastThenThrow",
+                             {"rank 1's process group was destroyed while an exception "
+                              "propagated through its stack",
+                              "in all_reduce #1"});
 }
 
 TEST(TcpProcesses, CountMismatchFailsBothRanksNamingBothSizes) {
