@@ -141,6 +141,27 @@ MessageHeader control_header(FrameType frame, uint64_t payload_bytes) {
   return h;
 }
 
+namespace {
+
+// An abort frame's tag when the sender failed inside an op: its seq is then that op's.
+constexpr uint32_t kAbortInOp = 1;
+
+}  // namespace
+
+MessageHeader abort_header(uint64_t payload_bytes, std::optional<uint64_t> failed_seq) {
+  MessageHeader h = control_header(FrameType::abort, payload_bytes);
+  if (failed_seq) {
+    h.tag = kAbortInOp;
+    h.seq = *failed_seq;
+  }
+  return h;
+}
+
+std::optional<uint64_t> failed_seq_of(const MessageHeader& abort) {
+  if (abort.tag != kAbortInOp) return std::nullopt;
+  return abort.seq;
+}
+
 bool header_is_valid(const MessageHeader& h) {
   return h.magic == kMessageMagic && (h.frame == FrameType::data || h.frame == FrameType::abort ||
                                       h.frame == FrameType::bye || h.frame == FrameType::p2p);

@@ -8,7 +8,7 @@
 // instead of reading each other's bytes as data.
 //
 // Abort and bye frames end a connection: abort carries the sender's error (class and text) as its
-// payload and, when it failed inside an op, that op's seq (kAbortInOp); bye says the sender's
+// payload and, when it failed inside an op, that op's seq (abort_header); bye says the sender's
 // group was destroyed in an orderly way.
 //
 // A p2p frame carries bytes of the group's point-to-point stream (src/p2p/channel.h) on the same
@@ -32,9 +32,6 @@ inline constexpr uint32_t kMessageMagic = 0x4C4B5350;  // "LKSP"
 enum class FrameType : uint8_t { data = 1, abort = 2, bye = 3, p2p = 4 };
 
 inline constexpr uint32_t kP2PStreamEnd = 1;  // a p2p frame's tag: the stream ends
-// An abort frame's tag when the sender failed inside an op: its seq is then that op's. (Without
-// it the sender failed between ops, e.g. its group was destroyed by an exception.)
-inline constexpr uint32_t kAbortInOp = 1;
 
 struct MessageHeader {
   uint32_t magic = kMessageMagic;
@@ -58,8 +55,14 @@ static_assert(sizeof(MessageHeader) == 48, "MessageHeader is a wire format");
 // op's kind (the root of an all_reduce, the reduce op of a broadcast) are zero, so they never
 // cause a mismatch. A send's header names kind send; the matching recv expects kind send too.
 MessageHeader data_header(const Op& op, uint64_t payload_bytes);
-// An abort frame's header (payload: one ErrorClass byte, comm/failure.h, then the reason text).
+// A control or p2p frame's header (frame type and payload size only).
 MessageHeader control_header(FrameType frame, uint64_t payload_bytes);
+// An abort frame's header (payload: one ErrorClass byte, comm/failure.h, then the reason text),
+// naming failed_seq, the op the sender failed in, when there is one. (Without one the
+// sender failed between ops, e.g. its group was destroyed by an exception.)
+MessageHeader abort_header(uint64_t payload_bytes, std::optional<uint64_t> failed_seq);
+// The op an abort frame's sender failed in, if the frame names one.
+std::optional<uint64_t> failed_seq_of(const MessageHeader& abort);
 
 struct HeaderCheck {
   const Op& op;  // this rank's op

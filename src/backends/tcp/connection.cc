@@ -219,7 +219,7 @@ bool Connection::take_header(size_t read_up_to) {
 // wait for it briefly, then report what arrived.
 void Connection::read_control_payload() {
   PeerEvent e{.kind = PeerEvent::aborted, .peer = peer_.rank};
-  if (in_header_.tag == kAbortInOp) e.failed_seq = in_header_.seq;
+  e.failed_seq = failed_seq_of(in_header_);
   size_t n = std::min<uint64_t>(in_header_.payload_bytes, kMaxControlBytes);
   std::string payload(n, '\0');
   size_t got = 0;
@@ -445,7 +445,7 @@ PeerEvent Connection::scan_inbox() {
     size_t frame_end = p + kHeaderBytes + h.payload_bytes;
     if (h.frame == FrameType::abort) {
       e.kind = PeerEvent::aborted;
-      if (h.tag == kAbortInOp) e.failed_seq = h.seq;
+      e.failed_seq = failed_seq_of(h);
       size_t end = std::min(frame_end, scan_);
       std::string payload(inbox_.data() + p + kHeaderBytes, end - p - kHeaderBytes);
       if (!payload.empty()) {
@@ -474,11 +474,8 @@ bool Connection::try_send_control(FrameType frame, ErrorClass error_class, const
     payload.push_back(static_cast<char>(error_class));
     payload += text.substr(0, kMaxControlBytes - 1);
   }
-  MessageHeader h = control_header(frame, payload.size());
-  if (frame == FrameType::abort && failed_seq) {
-    h.tag = kAbortInOp;
-    h.seq = *failed_seq;
-  }
+  MessageHeader h = frame == FrameType::abort ? abort_header(payload.size(), failed_seq)
+                                              : control_header(frame, payload.size());
   iovec iov[2] = {{&h, kHeaderBytes}, {payload.data(), payload.size()}};
   try {
     if (!flush_tail_locked()) return false;

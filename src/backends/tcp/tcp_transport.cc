@@ -61,15 +61,11 @@ void TcpTransport::finish_op() {
       for (size_t i = 0; i < pollfds_.size(); ++i) {
         Connection& c = *polled_[i];
         if ((pollfds_[i].revents & kCloseEvents) == 0 || c.has_recvs()) continue;
-        try {
-          // Only a peer that failed in this very op fails it: one that died, left or failed
-          // after its part of it leaves this rank's result whole, and the next op that needs
-          // the peer reports it (the bytes it left stay in the inbox).
-          auto e = c.inspect_close();
-          if (e && e->kind == PeerEvent::aborted && e->failed_seq == op_->seq) fail(c, *e);
-        } catch (const PeerEvent& e) {
-          fail(c, e);
-        }
+        // Only a peer that failed in this very op fails it: one that died, left or failed after
+        // its part of it leaves this rank's result whole, and the next op that needs the peer
+        // reports it (the bytes it left stay in the inbox).
+        auto e = c.inspect_close();
+        if (e && e->kind == PeerEvent::aborted && e->failed_seq == op_->seq) fail(c, *e);
       }
   }
   end_op();
@@ -229,11 +225,7 @@ void TcpTransport::service(Connection& c, short revents) {
 }
 
 void TcpTransport::check_closed(Connection& c) {
-  try {
-    if (auto e = c.inspect_close()) on_close_event(c, *e);
-  } catch (const PeerEvent& e) {
-    fail(c, e);
-  }
+  if (auto e = c.inspect_close()) on_close_event(c, *e);  // inspect_close never throws
 }
 
 void TcpTransport::check_early_frame(Connection& c) const {
