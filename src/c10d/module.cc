@@ -6,6 +6,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "c10d/process_group.h"
+#include "c10d/rpc_module.h"
 #include "lockstep/core/error.h"
 #include "torch/torch_stream.h"
 
@@ -54,4 +55,5 @@ PYBIND11_MODULE(_lockstep, m) {
       .def_property_readonly(
           "lockstep_backend", [](const ProcessGroupLockstep& pg) { return pg.lockstep_backend(); },
           "lockstep's backend in use: shm, tcp, hier, ...");
+  lockstep::c10d_backend::bind_rpc(m);  // lockstep.rpc (python/lockstep/rpc.py)
 }

@@ -9,14 +9,11 @@
 #include "comm/group_config.h"
 #include "core/log.h"
 #include "group/attempt_scope.h"
-#include "group/optional_backends.h"
+#include "group/job_store.h"
 #include "group/rendezvous_env.h"
 #include "lockstep/core/deadline.h"
 #include "lockstep/core/error.h"
 #include "lockstep/core/settings.h"
-#include "lockstep/store/file_store.h"
-#include "lockstep/store/hash_store.h"
-#include "lockstep/store/prefix_store.h"
 #include "lockstep/store/tcp_store.h"
 #include "net/socket.h"
 #include "store/refusals.h"
@@ -24,82 +21,6 @@
 namespace lockstep {
 
 namespace {
-
-// Under `lockstep run` the launcher hosts the store (LOCKSTEP_STORE_ADDR/_PORT), so every rank
-// is a plain client. LOCKSTEP_USE_AGENT_STORE=1 says the same of MASTER_ADDR/MASTER_PORT.
-bool launcher_hosts_store(const EnvRendezvous& rv, const EnvLookup& env) {
-  return rv.launcher_store || env("LOCKSTEP_USE_AGENT_STORE").value_or("0") == "1";
-}
-
-std::shared_ptr<Store> open_tcp_store(const EnvRendezvous& rv, const EnvLookup& env,
-                                      milliseconds timeout) {
-  bool host = rv.rank == 0 && !launcher_hosts_store(rv, env);
-  if (rv.master_port == 0 && !host)
-    throw ConfigError(detail::concat(
-        "init_process_group: rank ", rv.rank,
-        " has MASTER_PORT=0, but only the process that hosts "
-        "the store (rank 0) can pick a free port; the others need the real port. Use `lockstep run "
-        "--master-port 0`, which picks one and passes it to every rank"));
-  std::shared_ptr<TcpStore> store;
-  try {
-    store =
-        std::make_shared<TcpStore>(TcpStoreOptions{.host = rv.master_addr,
-                                                   .port = static_cast<uint16_t>(rv.master_port),
-                                                   .is_server = host,
-                                                   .timeout = timeout});
-  } catch (const AuthError& e) {
-    throw AuthError(detail::concat("rank ", rv.rank, ": ", e.what()));
-  }
-  if (host && rv.master_port == 0) log_info("store listening on free port ", store->port());
-  return store;
-}
-
-// A launcher's store outlives restarts: each attempt gets its own key space.
-std::shared_ptr<Store> scope_to_attempt(std::shared_ptr<Store> store, const EnvLookup& env) {
-  auto attempt = env("LOCKSTEP_RESTART_COUNT");
-  if (!attempt) return store;
-  return std::make_shared<PrefixStore>(
-      attempt_prefix(env("LOCKSTEP_RUN_ID").value_or("run"), *attempt), std::move(store));
-}
-
-std::shared_ptr<Store> open_store(const InitOptions& options, const EnvRendezvous& rv,
-                                  const EnvLookup& env, milliseconds timeout) {
-  if (options.init_method.rfind("file://", 0) == 0) {
-    return std::make_shared<FileStore>(FileStoreOptions{
-        .path = options.init_method.substr(7), .world_size = rv.world_size, .timeout = timeout});
-  }
-  // Under mpirun without MASTER_ADDR (rendezvous_env.cc leaves it empty), MPI finds the store,
-  // when the program links the mpi backend.
-  if (rv.master_addr.empty() && mpi::open_bootstrap_store)
-    return mpi::open_bootstrap_store({.rank = rv.rank,
-                                      .world_size = rv.world_size,
-                                      .local_world_size = rv.local_world_size,
-                                      .master_port = rv.master_port,
-                                      .source = rv.source},
-                                     timeout);
-  return scope_to_attempt(open_tcp_store(rv, env, timeout), env);
-}
-
-// Where the job's store is, for the INFO log.
-std::string store_text(const InitOptions& options, const EnvRendezvous& rv, const EnvLookup& env) {
-  if (options.store) return "a store given by the caller";
-  if (options.init_method.rfind("file://", 0) == 0)
-    return "FileStore " + options.init_method.substr(7);
-  if (rv.master_addr.empty()) return "found through MPI";
-  std::string where = rv.master_addr + ":" + std::to_string(rv.master_port);
-  if (launcher_hosts_store(rv, env)) return "TcpStore " + where + " (the launcher's)";
-  return "TcpStore " + where + (rv.rank == 0 ? " (hosted by this rank)" : "");
-}
-
-// The address peers should use to reach this process.
-std::string advertise_address(const std::shared_ptr<Store>& store) {
-  if (!settings().socket_addr.empty()) return settings().socket_addr;
-  Store* base = store.get();
-  if (auto* prefix = dynamic_cast<PrefixStore*>(base)) base = prefix->base().get();
-  if (auto* tcp = dynamic_cast<TcpStore*>(base)) return tcp->local_address();
-  if (dynamic_cast<HashStore*>(base)) return "127.0.0.1";
-  return net::hostname();
-}
 
 // Registers this rank and waits for every other. Catches ranks that disagree on the world size,
 // two processes with the same rank, and ranks that never arrive (named at the deadline), or a
@@ -166,33 +87,29 @@ std::shared_ptr<Store> open_launcher_store(milliseconds timeout) {
   EnvLookup env = process_env();
   if (!env("LOCKSTEP_STORE_ADDR") && !env("LOCKSTEP_STORE_PORT")) return nullptr;
   // Read (and checked) as init_process_group reads them; a client, since the launcher hosts it.
-  EnvRendezvous rv = read_rendezvous(InitOptions{}, env);
-  return scope_to_attempt(open_tcp_store(rv, env, timeout), env);
+  InitOptions options;
+  options.timeout = timeout;
+  return open_job_store(options).store;
 }
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   milliseconds timeout = options.timeout.value_or(settings().timeout);
-  EnvLookup env = process_env();
-  EnvRendezvous rv = read_rendezvous(options, env);
-  set_log_rank(rv.rank);
-  std::shared_ptr<Store> store =
-      options.store ? options.store : open_store(options, rv, env, timeout);
-  const bool own_store = !options.store && !launcher_hosts_store(rv, env) &&
-                         !env("LOCKSTEP_RESTART_COUNT") && !rv.master_addr.empty();
-  join(*store, options.group_name, rv, timeout, own_store);
+  JobStore job = open_job_store(options);
+  const EnvRendezvous& rv = job.rv;
+  std::shared_ptr<Store> store = job.store;
+  join(*store, options.group_name, rv, timeout, job.own_store);
   GroupConfig config{.name = options.group_name,
                      .rank = rv.rank,
                      .size = rv.world_size,
                      .store = store,
                      .backend = options.backend,
                      .timeout = timeout,
-                     .advertise_address = advertise_address(store),
+                     .advertise_address = job.advertise_address,
                      .hostname = net::hostname(),
                      .local_world_size = rv.local_world_size,
                      .secret = job_secret_from_environment()};
   log_info("init_process_group: rank ", rv.rank, " of ", rv.world_size, " (", rv.source,
-           "), store ", store_text(options, rv, env), rv.derived.empty() ? "" : " (", rv.derived,
-           rv.derived.empty() ? "" : ")", ", advertising ", config.advertise_address);
+           "), store ", job.description, ", advertising ", config.advertise_address);
   return std::make_shared<ProcessGroup>(std::move(config));
 }
 

@@ -15,6 +15,8 @@ const char* service_name(Service service) {
       return "tcp mesh";
     case Service::p2p:
       return "p2p";
+    case Service::rpc:
+      return "rpc";
   }
   return "unknown service";
 }

@@ -20,8 +20,9 @@ namespace lockstep::net {
 enum class Service : uint32_t {
   mesh = 1,  // the tcp/hier collective mesh (framed by src/algorithms/message_header.h)
   p2p = 2,   // retired: the p2p stream rides the mesh; kept so that such a hello is named
+  rpc = 3,   // lockstep::rpc (src/rpc/handshake.h)
 };
-// "tcp mesh", "p2p".
+// "tcp mesh", "p2p", "rpc".
 const char* service_name(Service service);
 
 inline constexpr uint32_t kHelloMagic = 0x484E4B4C;  // "LKNH"
