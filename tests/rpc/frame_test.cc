@@ -28,20 +28,12 @@ namespace {
 using lockstep::testing::contains;
 using lockstep::testing::message_of;
 
-// A blob of n bytes of its own, each byte a function of its offset and `seed`.
-Blob pattern_blob(size_t n, uint32_t seed) {
-  Blob b = allocate_blob(n);
-  auto* p = reinterpret_cast<unsigned char*>(const_cast<std::byte*>(b.data));
-  for (size_t i = 0; i < n; ++i) p[i] = static_cast<unsigned char>((i * 2654435761u + seed) >> 7);
-  return b;
-}
-
 // Whether b holds exactly pattern_blob(n, seed)'s bytes; the first differing offset otherwise.
 ::testing::AssertionResult has_pattern(const Blob& b, size_t n, uint32_t seed) {
   if (b.nbytes != n) return ::testing::AssertionFailure() << b.nbytes << " bytes, not " << n;
   const auto* p = reinterpret_cast<const unsigned char*>(b.data);
   for (size_t i = 0; i < n; ++i)
-    if (p[i] != static_cast<unsigned char>((i * 2654435761u + seed) >> 7))
+    if (p[i] != pattern_byte(i, seed))
       return ::testing::AssertionFailure() << "byte " << i << " of " << n << " differs";
   return ::testing::AssertionSuccess();
 }

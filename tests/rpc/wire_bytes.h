@@ -1,9 +1,15 @@
-// Bytes of the rpc wire written out by hand, for the codec and frame tests.
+// Bytes of the rpc wire written out by hand, and blobs of known bytes, for the codec and frame
+// tests.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+
+#include "rpc/message.h"
+
+#include "rpc/message.h"
 
 namespace lockstep::rpc {
 
@@ -24,6 +30,18 @@ inline std::string le32(uint32_t v) {
 }
 inline std::string le64(uint64_t v) {
   return le(v, 8);
+}
+
+// Byte i of pattern_blob(n, seed).
+inline unsigned char pattern_byte(size_t i, uint32_t seed) {
+  return static_cast<unsigned char>((i * 2654435761u + seed) >> 7);
+}
+// A blob of n bytes of its own, each byte a function of its offset and `seed`.
+inline Blob pattern_blob(size_t n, uint32_t seed = 0) {
+  Blob b = allocate_blob(n);
+  auto* p = reinterpret_cast<unsigned char*>(const_cast<std::byte*>(b.data));
+  for (size_t i = 0; i < n; ++i) p[i] = pattern_byte(i, seed);
+  return b;
 }
 
 }  // namespace lockstep::rpc
