@@ -355,7 +355,7 @@ std::exception_ptr Agent::end_error(int rank, const PendingCall& call) {
                  w.name));
   return std::make_exception_ptr(
       PeerDied(detail::concat(call.what, ": ", describe(w), " died before answering (", waited,
-                              " s after the call): ", end),
+                              " after the call): ", end),
                w.name));
 }
 

@@ -77,7 +77,7 @@ void Agent::timer_loop() {
           call->state,
           std::make_exception_ptr(RpcTimeout(
               detail::concat(call->what, ": no answer from ", describe(w), " within ", waited,
-                             " s (the call's timeout). It may be slow, "
+                             " (the call's timeout). It may be slow, "
                              "stuck in the function, or the message was lost"),
               w.name)));
     }
