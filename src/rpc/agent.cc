@@ -166,34 +166,38 @@ std::vector<WorkerInfo> Agent::workers() const {
   return all;
 }
 
-std::shared_ptr<Connection> Agent::outgoing(int rank, Deadline deadline) {
+std::shared_ptr<Connection> Agent::outgoing(int rank, Deadline deadline, const std::string& what) {
   Peer& p = *peers_[static_cast<size_t>(rank)];
   const WorkerRecord& r = workers_[static_cast<size_t>(rank)];
   const std::string who = describe(r.info);
+  const std::string& name = r.info.name;
   std::lock_guard lock(p.mu);
   if (p.out) return p.out;
-  if (p.state == PeerState::dead) throw PeerDied(who + " is dead: " + p.end, r.info.name);
-  if (p.state == PeerState::gone) throw ShutdownInProgress(who + " has shut down rpc", r.info.name);
+  if (p.state == PeerState::dead) throw PeerDied(what + ": " + who + " is dead: " + p.end, name);
+  if (p.state == PeerState::gone)
+    throw ShutdownInProgress(what + ": " + who + " has shut down rpc", name);
   net::Fd fd;
   Deadline connect_by(std::min(deadline.at(), Clock::now() + std::chrono::seconds(30)));
   int err = net::connect_tcp_once(r.address, r.port, connect_by, fd);
   if (err == ECONNREFUSED || net::is_unreachable(err))
-    throw PeerDied(detail::concat(who, " cannot be reached at ", r.address, ":", r.port, " (",
-                                  net::errno_text(err),
+    throw PeerDied(detail::concat(what, ": ", who, " cannot be reached at ", r.address, ":", r.port,
+                                  " (", net::errno_text(err),
                                   err == ECONNREFUSED ? "): its process has ended" : ")"),
-                   r.info.name);
+                   name);
   if (err != 0)
-    throw RpcTimeout(detail::concat("could not connect to ", who, " at ", r.address, ":", r.port,
-                                    ": ", net::errno_text(err)),
-                     r.info.name);
+    throw RpcTimeout(detail::concat(what, ": could not connect to ", who, " at ", r.address, ":",
+                                    r.port, ": ", net::errno_text(err)),
+                     name);
   net::tune_tcp(fd.get(), 0);
   net::keep_link_alive(fd.get(), settings().link_timeout);
   try {
     connect_handshake(fd.get(), endpoint_, secret_, connect_by, who);
+  } catch (const NotAuthorized& e) {
+    throw NotAuthorized(what + ": " + e.what(), name);
   } catch (const TimeoutError& e) {
-    throw RpcTimeout(e.what(), r.info.name);
+    throw RpcTimeout(what + ": " + e.what(), name);
   } catch (const NetworkError& e) {  // it answered, but not as a worker of this job
-    throw RpcError(e.what(), r.info.name);
+    throw RpcError(what + ": " + e.what(), name);
   }
   net::set_nonblocking(fd.get(), true);
   auto conn = std::make_shared<Connection>(Connection::Side::outgoing, std::move(fd),
@@ -228,17 +232,9 @@ Future Agent::call(const WorkerInfo& to, const std::string& function, Message re
   const Deadline send_by(t.count() > 0 ? deadline : now + std::chrono::hours(24));
   std::shared_ptr<Connection> conn;
   try {
-    conn = outgoing(to.id, send_by);
-  } catch (const NotAuthorized& e) {
-    return failed(std::make_exception_ptr(NotAuthorized(what + ": " + e.what(), to.name)));
-  } catch (const PeerDied& e) {
-    return failed(std::make_exception_ptr(PeerDied(what + ": " + e.what(), to.name)));
-  } catch (const ShutdownInProgress& e) {
-    return failed(std::make_exception_ptr(ShutdownInProgress(what + ": " + e.what(), to.name)));
-  } catch (const RpcTimeout& e) {
-    return failed(std::make_exception_ptr(RpcTimeout(what + ": " + e.what(), to.name)));
-  } catch (const RpcError& e) {
-    return failed(std::make_exception_ptr(RpcError(what + ": " + e.what(), to.name)));
+    conn = outgoing(to.id, send_by, what);
+  } catch (const RpcError&) {  // about the peer: the call's future says it
+    return failed(std::current_exception());
   }
   auto state = std::make_shared<internal::FutureState>();
   const uint64_t id = next_call_id_.fetch_add(1);

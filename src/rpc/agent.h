@@ -76,7 +76,8 @@ class Agent : public std::enable_shared_from_this<Agent> {
   void open(std::shared_ptr<Store> store, const std::string& advertise,
             std::chrono::milliseconds timeout);
 
-  std::shared_ptr<Connection> outgoing(int rank, Deadline deadline);
+  // The connection to `rank`, made on first use. Its RpcErrors name the call (`what`).
+  std::shared_ptr<Connection> outgoing(int rank, Deadline deadline, const std::string& what);
   void add_connection(const std::shared_ptr<Connection>& conn);
   void arm(const Connection& conn);
   std::shared_ptr<Connection> find_connection(uint64_t id);

@@ -1,7 +1,6 @@
 // Agent's shutdown (agent.h): graceful, bounded. This worker stops making calls, waits for its own,
 // says it is done in the store, and serves on until every other worker is done or dead; then it
 // says goodbye on every connection and stops its threads.
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <thread>

@@ -73,21 +73,31 @@ std::vector<std::string> registered_functions() {
   return process_registry()->function_names();
 }
 
+namespace {
+
+// A call of `target` (a method of `object`, or a function when null) on worker `to`, shown in
+// errors as `form('to', 'shown')`.
+Future call(const std::string& to, const std::string& shown, const std::string& target,
+            const std::string* object, std::vector<Value> args, Dict kwargs,
+            std::optional<std::chrono::milliseconds> timeout, const char* form, bool sync) {
+  auto agent = process_agent();
+  return agent->call(agent->worker(to), shown,
+                     encode_request(target, object, std::move(args), std::move(kwargs)), timeout,
+                     form, sync);
+}
+
+}  // namespace
+
 Future rpc_async(const std::string& to, const std::string& function, std::vector<Value> args,
                  Dict kwargs, std::optional<std::chrono::milliseconds> timeout) {
-  auto agent = process_agent();
-  return agent->call(agent->worker(to), function,
-                     encode_request(function, nullptr, std::move(args), std::move(kwargs)), timeout,
-                     "rpc_async");
+  return call(to, function, function, nullptr, std::move(args), std::move(kwargs), timeout,
+              "rpc_async", false);
 }
 
 Value rpc_sync(const std::string& to, const std::string& function, std::vector<Value> args,
                Dict kwargs, std::optional<std::chrono::milliseconds> timeout) {
-  auto agent = process_agent();
-  return agent
-      ->call(agent->worker(to), function,
-             encode_request(function, nullptr, std::move(args), std::move(kwargs)), timeout,
-             "rpc_sync", true)
+  return call(to, function, function, nullptr, std::move(args), std::move(kwargs), timeout,
+              "rpc_sync", true)
       .wait();
 }
 
@@ -113,19 +123,14 @@ Served serve(const std::string& object, std::map<std::string, Function> methods)
 
 Future Handle::call_async(const std::string& method, std::vector<Value> args, Dict kwargs,
                           std::optional<std::chrono::milliseconds> timeout) const {
-  auto agent = process_agent();
-  return agent->call(agent->worker(worker_), object_ + "." + method,
-                     encode_request(method, &object_, std::move(args), std::move(kwargs)), timeout,
-                     "handle.call_async");
+  return rpc::call(worker_, object_ + "." + method, method, &object_, std::move(args),
+                   std::move(kwargs), timeout, "handle.call_async", false);
 }
 
 Value Handle::call(const std::string& method, std::vector<Value> args, Dict kwargs,
                    std::optional<std::chrono::milliseconds> timeout) const {
-  auto agent = process_agent();
-  return agent
-      ->call(agent->worker(worker_), object_ + "." + method,
-             encode_request(method, &object_, std::move(args), std::move(kwargs)), timeout,
-             "handle.call", true)
+  return rpc::call(worker_, object_ + "." + method, method, &object_, std::move(args),
+                   std::move(kwargs), timeout, "handle.call", true)
       .wait();
 }
 

@@ -5,7 +5,11 @@ namespace lockstep::rpc {
 
 namespace internal {
 
-bool FutureState::finish(std::shared_ptr<FutureState>& self, std::unique_lock<std::mutex>& lock) {
+template <class Set>
+bool FutureState::complete(std::shared_ptr<FutureState>& self, Set&& set) {
+  std::unique_lock lock(mu);
+  if (done) return false;
+  set();
   done = true;
   auto run = std::move(callbacks);
   callbacks.clear();
@@ -17,24 +21,15 @@ bool FutureState::finish(std::shared_ptr<FutureState>& self, std::unique_lock<st
 }
 
 bool FutureState::complete_value(std::shared_ptr<FutureState> self, Value v) {
-  std::unique_lock lock(mu);
-  if (done) return false;
-  value = std::move(v);
-  return finish(self, lock);
+  return complete(self, [&] { value = std::move(v); });
 }
 
 bool FutureState::complete_reply(std::shared_ptr<FutureState> self, Message m) {
-  std::unique_lock lock(mu);
-  if (done) return false;
-  reply = std::move(m);
-  return finish(self, lock);
+  return complete(self, [&] { reply = std::move(m); });
 }
 
 bool FutureState::complete_error(std::shared_ptr<FutureState> self, std::exception_ptr e) {
-  std::unique_lock lock(mu);
-  if (done) return false;
-  error = std::move(e);
-  return finish(self, lock);
+  return complete(self, [&] { error = std::move(e); });
 }
 
 void FutureState::wait_done() {

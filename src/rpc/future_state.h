@@ -32,7 +32,9 @@ struct FutureState {
   void wait_done();
 
  private:
-  bool finish(std::shared_ptr<FutureState>& self, std::unique_lock<std::mutex>& lock);
+  // Completes with what set() stores, unless done already.
+  template <class Set>
+  bool complete(std::shared_ptr<FutureState>& self, Set&& set);
 };
 
 }  // namespace lockstep::rpc::internal
